@@ -330,9 +330,11 @@ def nvcc_compile(job: CompileJob, text: str, cap: Captured, *, full: bool, timeo
     tag = "full" if full else "device"
     cu = job.workdir / f"{cap.name}_{content_hash(text)}_{tag}.cu"
     cu.write_text(text)
-    arch = arch_number(job.arch) or 90
+    # Keep an arch-specific suffix (sm_90a): wgmma and setmaxnreg exist only there. The
+    # -gencode form is used because the -arch=sm_90a shorthand can also run a plain sm_90 pass.
+    arch = f"{arch_number(job.arch) or 90}{'a' if job.arch.endswith('a') else ''}"
     flags = [f for f in dict.fromkeys(["-O3", *_safe_cflags(cap.extra_cuda_cflags)])]
-    cmd = [nvcc, f"-arch=sm_{arch}", "-cubin", "-Xptxas", "-v", "-std=c++17", *flags,
+    cmd = [nvcc, f"-gencode=arch=compute_{arch},code=sm_{arch}", "-cubin", "-Xptxas", "-v", "-std=c++17", *flags,
            "-o", str(cu.with_suffix(".cubin")), str(cu)]
     if full:
         cmd[1:1] = [f"-I{p}" for p in _torch_includes(job.workdir) + cap.extra_include_paths]

@@ -196,6 +196,7 @@ class Evaluation:
         except (Exception, SystemExit, KeyboardInterrupt) as e:
             raise self._failure(e, stage="ModelNew construction")
         self.check_integrity("ModelNew construction")
+        share_weights(torch, ref, new)
         return ref, new
 
     def check_integrity(self, when: str) -> None:
@@ -601,6 +602,20 @@ class Evaluation:
             if not c.ok:
                 self.book.failed("fresh_result_each_call",
                                  f"after timing, an in-place rewrite of the inputs was not followed: {c.problem}")
+
+
+def share_weights(torch, ref, new) -> bool:
+    """Copy the reference's parameters and buffers into the candidate when both have the
+    same names and shapes, so the two compute with the same weights whatever order the
+    candidate initializes them in (seeding alone only matches when the order matches)."""
+    if not isinstance(new, torch.nn.Module):
+        return False
+    ours, theirs = ref.state_dict(), new.state_dict()
+    if not ours or ours.keys() != theirs.keys() or any(ours[k].shape != theirs[k].shape for k in ours):
+        return False
+    with torch.no_grad():
+        new.load_state_dict(ours)
+    return True
 
 
 def evaluate(env: WorkerEnv, req: dict, progress: Callable[[float, str], None]) -> dict:

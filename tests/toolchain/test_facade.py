@@ -67,3 +67,12 @@ def test_constant_inputs_are_flagged(toolchain, tmp_path):
     r = toolchain.benchmark(task, toolchain.resolve_solution(task, str(FIXTURES / "relu_triton.py")), "cpu")
     assert r.verdict == "correct"
     assert any("constant" in n and "weakly tested" in n for n in r.notes)
+
+
+def test_reference_weights_are_shared_when_names_and_shapes_match(toolchain):
+    # The reference re-randomizes its weight after construction and the candidate starts
+    # from zeros: only copying the reference's state makes them compute the same function.
+    task = toolchain.load_task(str(FIXTURES / "scale_task.py"))
+    r = toolchain.benchmark(task, toolchain.resolve_solution(task, str(FIXTURES / "scale_triton.py")), "cpu",
+                            use_cache=False)
+    assert r.verdict == "correct", r.message

@@ -33,7 +33,10 @@ META = {
     "description": "gelu(x + bias) * gamma + residual over an M x N bf16 tensor; four eager kernels.",
     "small": {"M": 19, "N": 72},
     "extra_shapes": [{"M": 1000, "N": 1000}],
-    "atol": 3e-2,
+    # The eager reference rounds to bf16 after each of its four ops. Where gelu(x + bias) * gamma
+    # nearly cancels the residual, one ulp of an intermediate of magnitude 16-32 (0.125) survives
+    # the cancellation, so the absolute tolerance must cover about two of them.
+    "atol": 2.5e-1,
     "rtol": 3e-2,
     "flops": lambda: 20 * M * N,
     "bytes": lambda: 2 * (3 * M * N + 2 * N),
