@@ -1,15 +1,15 @@
-"""MaxPool2d, optimized: 2-D output tiles per (n, c) plane, index arithmetic per tile, autotuned.
+"""MaxPool2d, optimized: tiles specialized to the plane shape, small tiles, plain stores.
 
-- A program owns a [BLOCK_H, BLOCK_W] tile of one output plane, so the plane,
-  the output rows and the output columns come from the program ids and two
-  aranges: no per-element division or modulo (which dominated the naive
-  kernel's instruction count).
-- Within a window step, lanes along ow read input columns STRIDE apart; the
-  KERNEL column taps of a row hit the same cache lines, so L1 serves all but
-  the first.
-- Tile shape and warps are autotuned on the plane size: wide tiles keep the
-  output stores long and contiguous, tall ones reuse input rows between
-  vertically adjacent windows.
+- As in step 1, a program owns a [BLOCK_H, BLOCK_W] tile of one output plane
+  and computes coordinates per tile, not per element.
+- The plane shape (H, W, OH, OW) is a compile-time constant: the compiler folds
+  the row offsets and the edge masks, and each new plane shape compiles once
+  (a pooling layer sees one shape per model). Step 1 passed them at run time.
+- Small tiles: 4 output rows x 64 columns (the 56 output columns of a 112-wide
+  plane in one tile) with 2 warps measured fastest on the H100, ahead of the
+  16 x 64 / 4-warp tiles of step 1; more, smaller programs keep more loads in
+  flight per SM.
+- Plain stores: the streaming (.cs) store of step 1 measured slower here.
 - Plane offsets are 64-bit: N * C * H * W can pass 2^31.
 """
 
@@ -27,17 +27,17 @@ def _keep_one_config_off_gpu(configs, named_args, **kwargs):
 
 @triton.autotune(
     configs=[
-        triton.Config({"BLOCK_H": 8, "BLOCK_W": 64}, num_warps=4),
-        triton.Config({"BLOCK_H": 16, "BLOCK_W": 64}, num_warps=4),
-        triton.Config({"BLOCK_H": 16, "BLOCK_W": 32}, num_warps=4),
-        triton.Config({"BLOCK_H": 32, "BLOCK_W": 64}, num_warps=8),
+        triton.Config({"BLOCK_H": 4, "BLOCK_W": 64}, num_warps=2),
+        triton.Config({"BLOCK_H": 4, "BLOCK_W": 64}, num_warps=4),
+        triton.Config({"BLOCK_H": 8, "BLOCK_W": 64}, num_warps=2),
         triton.Config({"BLOCK_H": 4, "BLOCK_W": 128}, num_warps=4),
+        triton.Config({"BLOCK_H": 2, "BLOCK_W": 128}, num_warps=2),
     ],
     key=["H", "W", "OH", "OW"],
     prune_configs_by={"early_config_prune": _keep_one_config_off_gpu},
 )
 @triton.jit
-def maxpool2d_kernel(x_ptr, y_ptr, H, W, OH, OW,
+def maxpool2d_kernel(x_ptr, y_ptr, H: tl.constexpr, W: tl.constexpr, OH: tl.constexpr, OW: tl.constexpr,
                      KERNEL: tl.constexpr, STRIDE: tl.constexpr, PADDING: tl.constexpr,
                      BLOCK_H: tl.constexpr, BLOCK_W: tl.constexpr):
     pid_w = tl.program_id(axis=0)
@@ -60,7 +60,7 @@ def maxpool2d_kernel(x_ptr, y_ptr, H, W, OH, OW,
             x = tl.load(x_plane + ih[:, None] * W + iw[None, :], mask=valid, other=float("-inf"))
             acc = tl.maximum(acc, x)
     y_plane = y_ptr + plane * OH * OW
-    tl.store(y_plane + oh[:, None] * OW + ow[None, :], acc, mask=out_mask, cache_modifier=".cs")
+    tl.store(y_plane + oh[:, None] * OW + ow[None, :], acc, mask=out_mask)
 
 
 class ModelNew(nn.Module):

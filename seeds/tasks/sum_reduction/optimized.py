@@ -1,13 +1,13 @@
-"""Sum over dim 1, optimized: split the reduced axis across programs, then a deterministic second pass.
+"""Sum over dim 1, optimized: narrow tiles that fill the GPU without a split, split kept for small outputs.
 
-- Coalesced [BLOCK_N, BLOCK_D] tiles as in step 1.
-- With B * D / BLOCK_D tiles alone the grid is too small to fill the GPU
-  (256 programs for the task's 32 x 1024 outputs, 6 for the 2 x 257 extra
-  shape): the reduced axis is split into SPLIT ranges so there are about
-  four programs per SM, each writing a partial sum.
-- A second small kernel adds the SPLIT partials of each output in a fixed
-  order: the result does not depend on scheduling, unlike atomics. Partials
-  are SPLIT * B * D floats, negligible next to the input.
+- Coalesced [BLOCK_N, BLOCK_D] tiles as in step 1, 64 columns wide instead of
+  128: the task's 32 x 1024 outputs become 512 programs, about four per SM,
+  each summing its whole column range in registers. No partial sums and no
+  second kernel at this shape; on the H100 this measured faster than step 2's
+  128-wide tiles split three ways (benchmarks/tune_memory_bound.py).
+- Outputs too few to give each SM two programs (the 2 x 257 extra shape has 10
+  tiles) still split the reduced axis, and a second small kernel adds the
+  partials in a fixed order, so the result does not depend on scheduling.
 - Tile height and warps are autotuned on the shape; offsets are 64-bit.
 """
 
@@ -16,7 +16,7 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 
-BLOCK_D = 128  # fixed: the split is sized from the number of D tiles
+BLOCK_D = 64  # fixed: the split is sized from the number of D tiles
 ROWS_ALIGN = 64  # every split range is a multiple of any autotuned BLOCK_N
 
 
@@ -28,10 +28,10 @@ def _keep_one_config_off_gpu(configs, named_args, **kwargs):
 
 @triton.autotune(
     configs=[
+        triton.Config({"BLOCK_N": 16}, num_warps=8),
         triton.Config({"BLOCK_N": 32}, num_warps=8),
         triton.Config({"BLOCK_N": 16}, num_warps=4),
-        triton.Config({"BLOCK_N": 64}, num_warps=8),
-        triton.Config({"BLOCK_N": 32}, num_warps=4),
+        triton.Config({"BLOCK_N": 64}, num_warps=4),
     ],
     key=["N", "D", "rows_per_split"],
     prune_configs_by={"early_config_prune": _keep_one_config_off_gpu},
@@ -84,8 +84,8 @@ class ModelNew(nn.Module):
         B, N, D = x.shape
         y = torch.empty((B, D), device=x.device, dtype=x.dtype)
         tiles = B * triton.cdiv(D, BLOCK_D)
-        # About four programs per SM, each with at least 4 * ROWS_ALIGN rows.
-        split = max(1, min(triton.cdiv(4 * _num_sms(x.device), tiles), N // (4 * ROWS_ALIGN)))
+        # At least two programs per SM, each with at least 4 * ROWS_ALIGN rows.
+        split = max(1, min(triton.cdiv(2 * _num_sms(x.device), tiles), N // (4 * ROWS_ALIGN)))
         rows_per_split = triton.cdiv(triton.cdiv(N, split), ROWS_ALIGN) * ROWS_ALIGN
         split = triton.cdiv(N, rows_per_split)
         partial = y if split == 1 else torch.empty((split, B, D), device=x.device, dtype=torch.float32)
