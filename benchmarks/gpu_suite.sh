@@ -8,7 +8,7 @@
 #   OUT=/tmp/gpu bash benchmarks/gpu_suite.sh                 # everything
 #   PARTS="bench" TASKS="relu row_softmax" bash benchmarks/gpu_suite.sh
 #
-# PARTS: any of env tests bench diag (default: env tests bench). DIAG: specs for diag. TASKS: built-in task names
+# PARTS: any of env tests bench diag tune (default: env tests bench). tune: the memory-bound sweep. DIAG: specs for diag. TASKS: built-in task names
 # (default: all). NCU: TASK/SOLUTION specs to compare with Nsight Compute.
 # Needs torch with CUDA, triton and pydantic; wheels in .whl/ are installed to
 # /tmp/site first when pydantic is missing (machines without a package index).
@@ -45,6 +45,8 @@ for part in $PARTS; do
       $PY benchmarks/toolchain_bench.py --out "$OUT" --home "$SKILLBASE_HOME" ${TASKS:+--tasks $TASKS} \
         ${NCU:+--ncu $NCU} 2>&1 | tee "$OUT/bench.log" | grep -v "^\s*$" | tail -80
       [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
+    tune)
+      $PY benchmarks/tune_memory_bound.py --json "$OUT/tune_memory_bound.json" 2>&1 | tee "$OUT/tune_memory_bound.log" ;;
     diag)
       $PY benchmarks/timing_diag.py ${DIAG:-layernorm/naive relu/optimized} 2>&1 | tee "$OUT/diag.log" ;;
     *) echo "unknown part: $part" >&2; status=2 ;;
