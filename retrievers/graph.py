@@ -1,0 +1,247 @@
+"""Graph retrieval: from what the query is (task class, bottleneck, arch) to
+the techniques worth most there, and the skills and experiences attached.
+
+1. ``technique_beliefs``: a posterior per technique (``retrievers.values``)
+   from the reasoning graph's measured steps, with the gated skills as prior.
+2. Skills are ranked by the best belief among their techniques (their first,
+   main technique counting most), times their gate factor.
+3. Experiences are those of the query's own task and those teaching the best
+   techniques in its family, ranked by the technique's belief, the lesson's
+   measured gain and how close its context is to the query's.
+4. Attempts are the best attempts of similar tasks (best lineages).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+
+from retrievers.catalog import Catalog
+from retrievers.gate import GateResult, gate
+from retrievers.hits import Hit
+from retrievers.query import Query, family_affinity
+from retrievers.values import GATED_PRIOR, SKILL_PRIOR, Posterior, posteriors
+
+TOP_TECHNIQUES = 10
+STOP = "roofline-stop"
+NEAR_FLOOR_PCT = 85.0  # percent of speed of light past which stopping is the advice
+
+
+def near_floor(q: Query) -> bool:
+    """Whether the report (or the words) put the kernel close to its floor."""
+    return q.pct_sol is not None and q.pct_sol >= NEAR_FLOOR_PCT
+EXPERIENCES_PER_TECHNIQUE = 12
+REFS_CACHE = 1024  # (technique, family) lookups kept between recalls
+SECONDARY_WEIGHT = 0.6  # a skill's later techniques count this much of its first
+
+
+def skill_priors(q: Query, gates: dict[str, GateResult], skills: dict) -> dict[str, tuple[float, float]]:
+    """Prior (mean, variance) of each technique's log-gain from the skills
+    implementing it: the cold start before anything is measured.
+
+    An applicable skill says its technique is worth a little (x1.05), more when
+    it was written for few kinds of kernels and this is one of them, or for
+    this bottleneck, or builds on code features the candidate has; a skill's
+    later techniques count half. Measured evidence on the skill replaces the
+    guess. A skill gated out for this query says its technique does not fit.
+    The most favourable skill per technique wins."""
+    out: dict[str, tuple[float, float]] = {}
+    for name, g in gates.items():
+        skill = skills[name]
+        if skill.status == "deprecated":
+            continue
+        w = skill.applies_when
+        mean = 0.05
+        if q.family and q.family in w.families:
+            mean += 0.06 * min(1.0, 3 / len(w.families))
+        if q.bottleneck and q.bottleneck in w.bottlenecks:
+            mean += 0.02 * min(1.0, 2 / len(w.bottlenecks))
+        if w.requires_features and q.code and all(f in q.code.features for f in w.requires_features):
+            mean += 0.03
+        gains = [e.gain for e in skill.evidence if e.gain and e.gain > 0]
+        if gains:
+            mean = sum(math.log(x) for x in gains) / len(gains)
+        lo = GATED_PRIOR[0]
+        mean = lo if g.verdict == "filter" else lo + (mean - lo) * g.factor
+        for i, t in enumerate(skill.techniques):
+            m = mean if i == 0 or mean <= 0 else mean * 0.5
+            if t not in out or m > out[t][0]:
+                out[t] = (m, SKILL_PRIOR[1])
+    return out
+
+
+def technique_families(skills: dict) -> dict[str, set[str] | None]:
+    """The kernel families each technique is written for, from the skills
+    that teach it (None: some skill applies to any family)."""
+    out: dict[str, set[str] | None] = {}
+    for skill in skills.values():
+        if skill.status == "deprecated":
+            continue
+        fams = set(skill.applies_when.families)
+        for t in skill.techniques:
+            if t in out and out[t] is None:
+                continue
+            out[t] = None if not fams else out.get(t, set()) | fams
+    return out
+
+
+def out_of_family(family: str | None, skills: dict) -> set[str]:
+    """Techniques that no skill is written for ``family`` (empty if the
+    family is unknown): measured gains elsewhere do not carry over to it."""
+    if not family:
+        return set()
+    return {t for t, fams in technique_families(skills).items() if fams is not None and family not in fams}
+
+
+class GraphRetriever:
+    """Technique values, skills and experiences from the reasoning graph."""
+
+    def __init__(self, store, catalog: Catalog):
+        self.store = store
+        self.catalog = catalog
+        self._lock = threading.Lock()
+        self._refs: dict[tuple[str, str | None], list] = {}
+        self._refs_seq = -1
+
+    def experience_refs(self, technique: str, family: str | None) -> list:
+        """The graph's experiences teaching ``technique`` (in ``family``),
+        best first; cached until the ledger records a new experience (a
+        lookup scans every lesson of the technique: ~13 ms at 20k lessons)."""
+        self._forget_refs_if_stale()
+        key = (technique, family)
+        with self._lock:
+            hit = self._refs.get(key)
+        if hit is not None:
+            return hit
+        seq = self.store.seq
+        refs = self.store.graph.experiences_for_technique(technique, k=EXPERIENCES_PER_TECHNIQUE, family=family)
+        with self._lock:
+            if self._refs_seq == seq:  # nothing was written meanwhile
+                if len(self._refs) >= REFS_CACHE:
+                    self._refs.pop(next(iter(self._refs)))
+                self._refs[key] = refs
+        return refs
+
+    def _forget_refs_if_stale(self) -> None:
+        target = self.store.seq
+        with self._lock:
+            seq = self._refs_seq
+        if seq == target:
+            return
+        dirty = seq < 0
+        while not dirty and seq < target:
+            changes = self.store.changes(after=seq, limit=5000)
+            if not changes:
+                break
+            dirty = any(c.kind not in ("attempt", "feedback", "task") for c in changes)
+            seq = changes[-1].seq
+        with self._lock:
+            if dirty:
+                self._refs.clear()
+            self._refs_seq = target
+
+    def gates(self, q: Query) -> dict[str, GateResult]:
+        """The gate's verdict on every skill for this query."""
+        return {name: gate(s, q) for name, s in self.catalog.skills.items()}
+
+    def technique_beliefs(self, q: Query, gates: dict[str, GateResult]) -> dict[str, Posterior]:
+        """Posterior log-gain per technique in the query's context."""
+        skills = self.catalog.skills
+        return posteriors(
+            self.store.graph, family=q.family, task_class=q.task_class, bottleneck=q.bottleneck, arch=q.arch,
+            skill_priors=skill_priors(q, gates, skills), techniques=list(q.techniques),
+            out_of_scope=out_of_family(q.family, skills) - set(q.techniques),
+        )
+
+    # -- skills --------------------------------------------------------------
+
+    def skills(self, q: Query, gates: dict[str, GateResult], beliefs: dict[str, Posterior], n: int) -> list[Hit]:
+        """Skills ranked by the value of what they teach here, gate applied."""
+        scored = []
+        for name, skill in self.catalog.skills.items():
+            g = gates[name]
+            if g.verdict == "filter" or not skill.techniques:
+                continue
+            # Only skills the query's facts speak for: a condition of theirs
+            # holds, or the query names one of their techniques.
+            if not g.specific and not set(skill.techniques) & set(q.techniques) and not (
+                    STOP in skill.techniques and near_floor(q)):
+                continue
+            best, best_t = -math.inf, skill.techniques[0]
+            for i, t in enumerate(skill.techniques):
+                b = beliefs.get(t)
+                v = (b.lower if b else 0.0) * (1.0 if i == 0 else SECONDARY_WEIGHT)
+                if t in q.applied and t not in q.techniques:
+                    v = min(v, 0.0) - 0.2  # already in the candidate: nothing left to gain from it
+                if t in q.techniques:
+                    v += 0.3
+                if v > best:
+                    best, best_t = v, t
+            # Specific matches (family, bottleneck, features) beat generic skills.
+            score = math.exp(best) * g.factor * (1.0 + 0.03 * len(g.matched))
+            b = beliefs.get(best_t)
+            note = f"{best_t} is worth x{math.exp(b.mean):.2f} here" + (
+                f" ({b.timed} measured in {b.context})" if b and b.timed else " (prior from skills)") if b else ""
+            if STOP in skill.techniques and near_floor(q):
+                score, note = score * 3.0, f"the kernel is at {q.pct_sol:.0f}% of its speed of light"
+            scored.append(Hit("skill", name, score, note, {"technique": best_t}))
+        scored.sort(key=lambda h: (-h.score, h.id))
+        return scored[:n]
+
+    # -- experiences ---------------------------------------------------------
+
+    def experiences(self, q: Query, beliefs: dict[str, Posterior], n: int) -> list[Hit]:
+        """Lessons of this task and lessons teaching the best techniques here."""
+        top = [b for b in sorted(beliefs.values(), key=lambda b: -b.lower) if b.technique not in q.applied]
+        top = top[:TOP_TECHNIQUES]
+        wanted = {b.technique for b in top if b.lower > 0} | set(q.techniques) | ({STOP} if near_floor(q) else set())
+        ids: dict[str, str] = {}
+        if q.task_name:
+            for e in self.store.list_experiences(task=q.task_name, limit=20):
+                ids.setdefault(e.id, "a lesson of this task")
+        if q.family or wanted:
+            for t in sorted(wanted):
+                for ref in self.experience_refs(t, q.family):
+                    ids.setdefault(ref.id, f"teaches {t}")
+        exps = self.catalog.experiences(list(ids))
+        hits = []
+        for eid, e in exps.items():
+            tech_value = max((beliefs[t].lower for t in e.techniques if t in beliefs), default=0.0)
+            gain = math.log(e.gain) if e.gain else 0.0
+            score = tech_value + 0.5 * max(-0.5, min(1.0, gain)) + _context_bonus(q, e)
+            hits.append(Hit("experience", eid, math.exp(score), ids[eid]))
+        hits.sort(key=lambda h: (-h.score, h.id))
+        return hits[:n]
+
+    # -- attempts ------------------------------------------------------------
+
+    def attempts(self, q: Query, n: int) -> list[Hit]:
+        """The best attempts of similar tasks (one per task), fastest first."""
+        if not (q.task_class or q.family):
+            return []
+        graph = self.store.graph
+        lineages = graph.best_lineages(task_signature=q.task_class, arch=q.arch, k=n) if q.task_class else []
+        if len(lineages) < n and q.family:
+            seen = {ln.attempt_id for ln in lineages}
+            lineages += [ln for ln in graph.best_lineages(family=q.family, arch=q.arch, k=n) if ln.attempt_id not in seen]
+        return [Hit("attempt", ln.attempt_id, ln.speedup_vs_eager,
+                    f"best of {ln.task}: {ln.speedup_vs_eager:.2f}x vs eager in {len(ln.steps)} steps")
+                for ln in lineages[:n]]
+
+
+def _context_bonus(q: Query, e) -> float:
+    """How close a lesson's context is to the query's (log scale)."""
+    bonus = 0.0
+    if q.task_name and e.task == q.task_name:
+        bonus += 0.4
+    if q.task_class and e.task_signature == q.task_class:
+        bonus += 0.2
+    if q.family and e.family:
+        bonus += 0.1 if e.family == q.family else (-0.1 if family_affinity(q.family, e.family) else -0.3)
+    if STOP in e.techniques and near_floor(q):
+        bonus += 0.5
+    if q.bottleneck and e.bottleneck == q.bottleneck:
+        bonus += 0.05
+    if q.arch and e.arch:
+        bonus += 0.05 if e.arch == q.arch else -0.1
+    return bonus

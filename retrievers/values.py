@@ -1,0 +1,188 @@
+"""What a technique is worth in the query's context, with its uncertainty.
+
+The reasoning graph keeps, per context (everything, a family, a task class,
+a task class in a bottleneck state) and architecture, running statistics of
+the log-speedup each technique gave. Specific contexts have few samples;
+general ones are biased toward other kinds of kernels. ``posteriors`` combines
+them as a hierarchy of Gaussians, from the most general context to the most
+specific, each level's effect drawn around its parent's with variance
+``LEVEL_VAR``:
+
+- samples of a context that are not in the query's next, more specific
+  context are siblings' evidence about it (variance ``noise`` plus the next
+  level's spread each), whether or not the query's own context has samples:
+  a technique measured only on convolutions says little about a softmax;
+- only the most specific context's samples are direct evidence (``noise``);
+- contexts below the family where nothing was measured are left out (an
+  empty context splits nothing and would only add variance);
+- kernel families differ far more than task classes within a family
+  (``FAMILY_VAR`` > ``LEVEL_VAR``): im2col pays x14 on a direct convolution
+  and nothing on a row softmax;
+- a technique no skill writes for the query's family (``out_of_scope``) takes
+  no evidence from other families at all, only from the family down;
+- a skill that applies to the query adds a prior pseudo-observation at the
+  family level (``SKILL_PRIOR``), one gated out adds a negative one: the cold
+  start when the graph knows nothing yet.
+
+The result per technique is a Normal posterior on the mean log-gain, plus the
+chance an application is correct at all (failures and broken candidates).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from memory.graph import TechniqueValue
+
+ROOT_PRIOR = (0.0, 0.09)  # mean, variance of a technique's log-gain before any evidence (sd 0.3: x0.74-x1.35)
+LEVEL_VAR = 0.03  # how far a task class, bottleneck state or arch may stray from its parent context (sd 0.17)
+FAMILY_VAR = 0.15  # how far a family's effect may stray from the all-kernels mean (sd 0.39: x0.68-x1.47)
+NOISE_VAR = 0.04  # spread of one measured step around its context's mean (sd 0.2)
+SKILL_PRIOR = (0.10, 0.06)  # an applicable skill: about x1.1, sd 0.25
+GATED_PRIOR = (-0.10, 0.06)  # a skill written for other kernels
+
+
+@dataclass
+class Posterior:
+    """Belief about one technique's log-gain in the query's context."""
+
+    technique: str
+    mean: float
+    var: float
+    tries: int = 0  # steps that applied it in the most specific context with data
+    timed: int = 0
+    successes: int = 0
+    p_ok: float = 0.5  # chance an application ends correct and timed
+    context: str = "prior"  # the most specific context that had samples
+    samples: int = 0  # timed samples used over all levels
+    direct_mean: float | None = None  # mean log-gain in that context, unshrunk
+    in_scope: bool = True  # some skill is written for the query's family (or for any), or nothing is known
+
+    @property
+    def std(self) -> float:
+        return math.sqrt(self.var)
+
+    @property
+    def lower(self) -> float:
+        """Mean minus one standard deviation: the value recall ranks by, so a
+        technique known to pay here beats one merely hoped to."""
+        return self.mean - self.std
+
+    @property
+    def expected_gain(self) -> float:
+        """Geometric-mean speedup the posterior expects."""
+        return math.exp(self.mean)
+
+    @property
+    def value(self) -> float:
+        """Expected log-gain of trying it once, counting failed attempts as no gain."""
+        return self.p_ok * self.mean
+
+
+def _stats(v: TechniqueValue) -> tuple[int, float, int, int]:
+    return v.timed, (v.mean_log_gain or 0.0) * v.timed, v.tries, v.successes
+
+
+def _update(mean: float, var: float, n: int, total: float, obs_var: float) -> tuple[float, float]:
+    if n <= 0:
+        return mean, var
+    precision = 1.0 / var + n / obs_var
+    return (mean / var + total / obs_var) / precision, 1.0 / precision
+
+
+def levels_for(family: str | None, task_class: str | None, bottleneck: str | None) -> list[dict]:
+    """Contexts from general to specific, as technique_values keyword sets."""
+    bn = bottleneck if bottleneck and bottleneck != "unknown" else None
+    out: list[dict] = [{}]
+    if family:
+        out.append({"family": family})
+        if task_class:
+            out.append({"task_class": task_class})
+            if bn:
+                out.append({"task_class": task_class, "bottleneck": bn})
+        elif bn:
+            out.append({"family": family, "bottleneck": bn})
+    elif bn:
+        out.append({"bottleneck": bn})
+    return out
+
+
+def _level_vars(levels: list[dict], arch: str | None) -> list[float]:
+    """How far each level's effect may stray from its parent's (0 for the root)."""
+    out = [0.0] + [FAMILY_VAR if set(kw) == {"family"} else LEVEL_VAR for kw in levels[1:]]
+    return out + ([LEVEL_VAR] if arch else [])
+
+
+def posteriors(
+    graph,
+    *,
+    family: str | None,
+    task_class: str | None,
+    bottleneck: str | None,
+    arch: str | None,
+    skill_priors: dict[str, tuple[float, float]] | None = None,
+    techniques: list[str] | None = None,
+    out_of_scope: set[str] | frozenset[str] = frozenset(),
+) -> dict[str, Posterior]:
+    """Posterior per technique (those with data, with a skill prior, or named
+    in ``techniques``) for the query's context on ``arch``. Techniques in
+    ``out_of_scope`` (no skill is written for this family) learn only from
+    measurements in the query's family."""
+    levels = levels_for(family, task_class, bottleneck)
+    tables = [{v.technique: v for v in graph.technique_values(**kw, arch=None)} for kw in levels]
+    family_level = 1 if family else 0
+    # A context below the family where nothing at all was measured (no step
+    # recorded its bottleneck state, no class sibling yet) splits nothing:
+    # modelling its deviation would only add variance.
+    while len(tables) > family_level + 1 and not tables[-1]:
+        tables.pop()
+        levels.pop()
+    arch_table = {v.technique: v for v in graph.technique_values(**levels[-1], arch=arch)} if arch else {}
+    if arch and not arch_table:
+        arch = None
+    names = set().union(*tables) | set(skill_priors or {}) | set(techniques or [])
+    spread = _level_vars(levels, arch)
+    out: dict[str, Posterior] = {}
+    for t in sorted(names):
+        scoped = not (family and t in out_of_scope)
+        chain = [tab.get(t) for tab in tables] + ([arch_table.get(t)] if arch else [])
+        if not scoped:
+            chain[:family_level] = [None] * family_level
+        p = _posterior(t, chain, spread, family_level, (skill_priors or {}).get(t))
+        p.in_scope = scoped
+        out[t] = p
+    return out
+
+
+def _posterior(t: str, chain: list, spread: list[float], prior_level: int,
+               skill_prior: tuple[float, float] | None) -> Posterior:
+    """Walk the contexts from general to specific: the samples of a level
+    outside the next one are siblings' evidence (each strays from the query's
+    branch by the next level's spread); the deepest level's are direct."""
+    mean, var = ROOT_PRIOR
+    used = 0
+    deepest = len(chain) - 1
+    for i, v in enumerate(chain):
+        var += spread[i]
+        if i == prior_level and skill_prior is not None:
+            mean, var = _update(mean, var, 1, skill_prior[0], skill_prior[1])
+        if v is None:
+            continue
+        n, total, _, _ = _stats(v)
+        if i < deepest:
+            # Deeper levels are subsets: a level without a row has no samples.
+            cn, ctotal, _, _ = _stats(chain[i + 1]) if chain[i + 1] is not None else (0, 0.0, 0, 0)
+            mean, var = _update(mean, var, n - cn, total - ctotal, NOISE_VAR + spread[i + 1])
+            used += n - cn
+        else:
+            mean, var = _update(mean, var, n, total, NOISE_VAR)
+            used += n
+    specific = next((c for c in reversed(chain) if c is not None), None)
+    p = Posterior(technique=t, mean=mean, var=var, samples=used)
+    if specific is not None:
+        p.tries, p.timed, p.successes = specific.tries, specific.timed, specific.successes
+        p.p_ok = (specific.timed + 1) / (specific.tries + 2)
+        p.context = specific.context + (f" on {specific.arch}" if specific.arch else "")
+        p.direct_mean = specific.mean_log_gain
+    return p

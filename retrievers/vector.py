@@ -1,0 +1,34 @@
+"""Vector search: chroma kNN over skills, experiences and attempts.
+
+The query's text (its words plus a structural summary of the task, candidate
+and report) is embedded once; each collection is searched through the Store
+(which catches its index up with the ledger first). Deprecated skills and
+failed attempts are filtered out; the caller may add its own metadata filter.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from retrievers.hits import Hit, combine_where
+from retrievers.query import Query
+
+COLLECTION = {"skill": "skills", "experience": "experiences", "attempt": "attempts"}
+DEFAULT_WHERE: dict[str, dict[str, Any] | None] = {
+    "skill": {"status": {"$ne": "deprecated"}},
+    "experience": None,
+    "attempt": {"verdict": "correct"},
+}
+
+
+class VectorRetriever:
+    """kNN through ``store.search``."""
+
+    def __init__(self, store):
+        self.store = store
+
+    def search(self, q: Query, kind: str, n: int, where: dict[str, Any] | None = None) -> list[Hit]:
+        """The ``n`` records of ``kind`` nearest in meaning to the query, best first."""
+        flt = combine_where(DEFAULT_WHERE[kind], where)
+        hits = self.store.search(COLLECTION[kind], q.text, k=n, where=flt)
+        return [Hit(kind, h.id, h.score, f"similarity {h.score:.2f}", h.metadata) for h in hits]
