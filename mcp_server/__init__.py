@@ -1,1 +1,47 @@
-"""mcp_server"""
+"""skillbase's MCP server: the tools of ``skillbase.tools``, the resources ``skill://{name}``,
+``task://{name}`` and ``attempt://{id}``, and the prompt ``optimize-kernel``, over stdio (the
+default, what Claude Code and Cursor start) or streamable HTTP.
+
+    skillbase serve                                   # stdio
+    SKILLBASE_TOKEN=... skillbase serve --transport http --host 0.0.0.0 --port 8765
+    python -m mcp_server                              # the same as `skillbase serve`
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+__all__ = ["build_server", "serve"]
+
+
+def build_server(*args, **kwargs):
+    """See ``mcp_server.server.build_server``."""
+    from mcp_server.server import build_server as build
+
+    return build(*args, **kwargs)
+
+
+def serve(transport: Literal["stdio", "http"] = "stdio", *, host: str = "127.0.0.1", port: int = 8765,
+          allowed_hosts: list[str] = (), workspace: str | Path | None = None, settings=None) -> None:
+    """Run the server until the client disconnects (stdio) or it is interrupted (HTTP).
+
+    One SkillBase per process, closed on the way out. Over HTTP the token is
+    ``settings.http_token`` (SKILLBASE_TOKEN); a non-loopback ``host`` without one is
+    refused before anything starts.
+    """
+    from mcp_server.http import serve_http
+    from mcp_server.server import build_server as build
+    from skillbase.api import SkillBase
+    from skillbase.config import Settings
+
+    settings = settings or Settings.from_env()
+    sb = SkillBase(settings)
+    try:
+        server = build(sb, workspace=workspace)
+        if transport == "stdio":
+            server.run("stdio")
+        else:
+            serve_http(server, host=host, port=port, token=settings.http_token, allowed_hosts=list(allowed_hosts))
+    finally:
+        sb.close()

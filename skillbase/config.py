@@ -33,7 +33,7 @@ class Settings(BaseModel):
     worker_memory_mb: int = Field(24_000, description="address-space limit for CPU workers, MiB")
     worker_file_mb: int = Field(2_048, description="largest file a worker may write, MiB")
     max_log_chars: int = Field(4_000, description="compiler / error logs are truncated to this in reports")
-    agent_model: str = Field("claude-sonnet-4-5", description="model for the reference agent (SKILLBASE_AGENT_MODEL)")
+    agent_model: str = Field("claude-sonnet-4-6", description="model for the reference agent (SKILLBASE_AGENT_MODEL)")
     http_token: str | None = Field(None, description="bearer token for the HTTP transport (SKILLBASE_TOKEN)")
 
     @classmethod

@@ -1,0 +1,185 @@
+"""The MCP server: the tool catalog (``skillbase.tools``), three resources and one prompt
+over one ``SkillBase``. Nothing here decides anything; it translates.
+
+    from skillbase import SkillBase
+    from mcp_server.server import build_server
+
+    sb = SkillBase()
+    server = build_server(sb)          # an mcp MCPServer; server.run() serves stdio
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.from_thread
+import anyio.to_thread
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
+from mcp.server.mcpserver.tools import Tool
+from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import ConfigDict
+
+import skillbase
+from mcp_server.prompts import INSTRUCTIONS, optimize_kernel_prompt
+from skillbase.errors import NotFound, SkillbaseError
+from skillbase.tools import TOOLS, CallContext, Progress, ToolSpec
+
+log = logging.getLogger("skillbase.mcp")
+
+WORK_MS_KEY = "skillbase/work_ms"
+"""``_meta`` key of every tool result: milliseconds spent in the API call itself."""
+
+
+class _RawArguments(ArgModelBase):
+    """Hands the tool the arguments exactly as sent: the catalog validates them, with
+    messages that name the field and the fix (and reject unknown fields)."""
+
+    model_config = ConfigDict(extra="allow", arbitrary_types_allowed=True)
+
+    def model_dump_one_level(self) -> dict[str, Any]:
+        return {"arguments": dict(self.model_extra or {})}
+
+
+def error_text(e: SkillbaseError) -> str:
+    """What the model reads when a tool fails: what went wrong, then what to do."""
+    text = f"{type(e).__name__}: {e.message}"
+    return f"{text}. Next step: {e.hint}" if e.hint else text
+
+
+def _client_name(ctx: Context) -> str:
+    try:
+        params = ctx.session.client_params
+        return params.client_info.name if params and params.client_info else "mcp-client"
+    except Exception:  # no session (in-process calls) or an older client
+        return "mcp-client"
+
+
+def _progress_relay(ctx: Context) -> Progress:
+    """A progress callback for the API's worker thread that sends MCP progress notifications."""
+
+    def relay(fraction: float, message: str) -> None:
+        try:
+            anyio.from_thread.run(ctx.report_progress, fraction, 1.0, message)
+        except Exception as e:  # a client that went away must not fail the benchmark
+            log.debug("progress not delivered: %s", e)
+
+    return relay
+
+
+def _tool(spec: ToolSpec, sb: skillbase.SkillBase, workspace: Path) -> Tool:
+    async def handler(arguments: dict, ctx: Context) -> CallToolResult:
+        call = CallContext(progress=_progress_relay(ctx) if spec.long_running else None,
+                           agent=_client_name(ctx), workspace=workspace)
+
+        def work():
+            start = time.perf_counter()
+            out = spec.fn(sb, spec.validate(arguments), call)
+            return out, (time.perf_counter() - start) * 1e3
+
+        try:
+            out, work_ms = await anyio.to_thread.run_sync(work)
+        except SkillbaseError as e:
+            raise ToolError(error_text(e)) from None
+        except Exception as e:  # a bug or a broken environment: this call fails, the server stays up
+            log.exception("tool %s failed", spec.name)
+            raise ToolError(f"internal error {type(e).__name__}: {e}. Next step: the server is still running and "
+                            "nothing stored was lost; retry once, then report it with `skillbase memory stats` "
+                            "output") from None
+        data = out.model_dump(mode="json")
+        return CallToolResult(content=[TextContent(type="text", text=json.dumps(data))], structured_content=data,
+                              _meta={WORK_MS_KEY: round(work_ms, 3)})
+
+    tool = Tool.from_function(
+        handler, name=spec.name, title=spec.title, description=spec.description,
+        annotations=ToolAnnotations(title=spec.title, read_only_hint=spec.read_only, destructive_hint=False,
+                                    idempotent_hint=spec.read_only, open_world_hint=False))
+    # The catalog is the contract: its schemas are what clients see, and its validation what they get.
+    tool.parameters = spec.input_schema()
+    tool.fn_metadata = FuncMetadata(arg_model=_RawArguments, output_schema=_output_schema(spec.output_model))
+    return tool
+
+
+def _output_schema(model: type) -> dict[str, Any]:
+    """The output schema exactly as the SDK derives it from ``model``, published without the model:
+    every result is built by ``model`` itself, and the SDK would otherwise validate each one again."""
+    return FuncMetadata(arg_model=_RawArguments, output_model=model).output_schema
+
+
+def _warm(sb: skillbase.SkillBase) -> None:
+    try:
+        sb.warm_up()
+    except Exception as e:  # the first real call reports the problem with its own context
+        log.warning("warm-up failed: %s", e)
+
+
+def build_server(sb: skillbase.SkillBase, *, workspace: str | Path | None = None, warm: bool = True) -> MCPServer:
+    """An MCPServer exposing the catalog over ``sb``.
+
+    Task and solution paths in tool calls must lie inside ``workspace`` (default: the
+    current directory). With ``warm``, the store and retriever open in the background
+    when a client connects, so the first recall is as fast as the rest. The caller owns
+    ``sb`` and closes it after the server stops.
+    """
+    root = Path(workspace or Path.cwd()).resolve()
+
+    warmed = threading.Event()
+
+    @asynccontextmanager
+    async def lifespan(_server: MCPServer) -> AsyncIterator[None]:
+        # Over HTTP this runs once per session; warming once per process is enough.
+        if warm and not warmed.is_set():
+            warmed.set()
+            threading.Thread(target=_warm, args=(sb,), name="skillbase-warm-up", daemon=True).start()
+        yield
+
+    server = MCPServer("skillbase", title="skillbase", version=skillbase.__version__, instructions=INSTRUCTIONS,
+                       log_level="WARNING", tools=[_tool(spec, sb, root) for spec in TOOLS], lifespan=lifespan)
+    _add_resources(server, sb)
+    server.prompt(name="optimize-kernel", title="Optimize a GPU kernel",
+                  description="Walks you through one optimization loop on a task: load, recall, write, compile, "
+                              "benchmark, record the lesson, choose the next step.")(optimize_kernel_prompt)
+    return server
+
+
+async def _read(fn, *args) -> str:
+    try:
+        return await anyio.to_thread.run_sync(fn, *args)
+    except NotFound as e:
+        raise ResourceNotFoundError(error_text(e)) from None
+
+
+def _add_resources(server: MCPServer, sb: skillbase.SkillBase) -> None:
+    @server.resource("skill://{name}", name="skill", title="A skill's SKILL.md", mime_type="text/markdown",
+                     description="The full SKILL.md of a skill: frontmatter and body.")
+    async def skill_resource(name: str) -> str:
+        return await _read(sb.skill_markdown, name)
+
+    @server.resource("task://{name}", name="task", title="A built-in task", mime_type="text/markdown",
+                     description="A built-in task: its metadata (shapes, dtype, bytes, FLOPs, tolerance) and the "
+                                 "reference source.")
+    async def task_resource(name: str) -> str:
+        return await _read(_task_markdown, sb, name)
+
+    @server.resource("attempt://{attempt_id}", name="attempt", title="One attempt in full",
+                     mime_type="application/json",
+                     description="An attempt: its source, compile and benchmark reports, lineage and techniques.")
+    async def attempt_resource(attempt_id: str) -> str:
+        return await _read(lambda: sb.get_attempt(attempt_id).model_dump_json(indent=1))
+
+
+def _task_markdown(sb: skillbase.SkillBase, name: str) -> str:
+    info = sb.task(name)
+    meta = info.model_dump(mode="json", exclude={"path", "solutions", "source_hash"})
+    return (f"# Task {info.name}\n\n{info.description}\n\n```json\n{json.dumps(meta, indent=1)}\n```\n\n"
+            f"Built-in solutions: {', '.join(sorted(info.solutions)) or 'none'}\n\n"
+            f"```python\n{sb.task_source(info)}\n```\n")

@@ -1,0 +1,57 @@
+"""Fixtures of the surface tests: one store seeded per session (``skillbase init``, the slow
+part), copied into tmp_path for every test that writes, so each starts from the same state."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from skillbase.config import Settings
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def seeded_home(tmp_path_factory) -> Path:
+    """A store after ``init``: 40 skills, the measured experiences, the techniques. Never written
+    after seeding; tests copy it with ``fresh_home``."""
+    from skillbase.api import SkillBase
+
+    home = tmp_path_factory.mktemp("seeded") / "home"
+    with SkillBase(Settings.from_env(env={}, home=home)) as sb:
+        report = sb.init()
+    assert report.skills_total >= 40 and report.experiences_total > 0
+    return home
+
+
+@pytest.fixture
+def fresh_home(tmp_path, seeded_home) -> Path:
+    """A private copy of the seeded store."""
+    home = tmp_path / "home"
+    shutil.copytree(seeded_home, home)
+    return home
+
+
+@pytest.fixture(scope="module")
+def module_home(tmp_path_factory, seeded_home) -> Path:
+    """A copy of the seeded store shared by one test module."""
+    home = tmp_path_factory.mktemp("module") / "home"
+    shutil.copytree(seeded_home, home)
+    return home
+
+
+def server_env(home: Path, **extra: str) -> dict[str, str]:
+    """The environment a server subprocess gets: this interpreter's, the store, offline."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SKILLBASE_")}
+    env.update({"SKILLBASE_HOME": str(home), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+                "HF_HUB_DISABLE_PROGRESS_BARS": "1", "PYTHONPATH": str(ROOT)}, **extra)
+    return env
+
+
+def server_command() -> tuple[str, list[str]]:
+    """How Claude Code would start the server: the console script's module, over stdio."""
+    return sys.executable, ["-m", "mcp_server"]

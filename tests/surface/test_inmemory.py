@@ -1,0 +1,188 @@
+"""The server in-process through the SDK's in-memory client: every tool's error path, worker
+crashes, bounded output, concurrent calls. Fast, because nothing starts but the server."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+from mcp.client.client import Client
+from mcp.shared.exceptions import MCPError
+
+import seeds
+from mcp_server.server import WORK_MS_KEY, build_server
+from skillbase.config import Settings
+from skillbase.tools import MAX_TRACEBACK_CHARS, TOOLS
+
+NO_ATTEMPT = "att_000000000000_00000000"
+NO_EXPERIENCE = "exp_000000000000_00000000"
+TEN_MB = "#" * 10_000_000
+NAIVE = (seeds.TASKS_DIR / "relu" / "naive.py").read_text()
+
+# (tool, arguments, words the error must contain). Every tool, every kind of bad input.
+BAD_CALLS = [
+    ("load_task", {}, "`task` is required"),
+    ("load_task", {"task": 123}, "`task`"),
+    ("load_task", {"task": "no_such_task"}, "row_softmax"),
+    ("load_task", {"task": "../../etc/passwd"}, "outside the workspace"),
+    ("load_task", {"task": "/etc/passwd"}, "outside the workspace"),
+    ("load_task", {"task": "relu", "shape": [1]}, "`shape` is not a parameter"),
+    ("compile_kernel", {"task": "relu"}, "exactly one of `source`"),
+    ("compile_kernel", {"task": "relu", "source": TEN_MB}, "limit"),
+    ("compile_kernel", {"task": "relu", "source_path": "../../../etc/passwd"}, "outside the workspace"),
+    ("compile_kernel", {"task": "relu", "source": NAIVE, "arch": "hopper"}, "`arch`"),
+    ("benchmark_kernel", {"task": "relu", "source": TEN_MB}, "limit"),
+    ("benchmark_kernel", {"task": "relu", "source": NAIVE, "parent_id": NO_ATTEMPT}, "attempt_history"),
+    ("benchmark_kernel", {"task": "relu", "source": NAIVE, "parent_id": "42"}, "`parent_id`"),
+    ("benchmark_kernel", {"task": "relu", "source": NAIVE, "techniques": 7}, "`techniques`"),
+    ("benchmark_kernel", {"task": "../seeds/tasks/relu/../../../etc/passwd", "source": NAIVE}, "outside"),
+    ("benchmark_kernel", {"task": "nope", "source": NAIVE, "device": "tpu"}, "`device`"),
+    ("recall", {}, "at least one of `task`"),
+    ("recall", {"task": "relu", "k": 1000}, "`k`"),
+    ("recall", {"attempt_id": NO_ATTEMPT}, "attempt_history"),
+    ("suggest_next", {"task": "no_such_task"}, "row_softmax"),
+    ("suggest_next", {"task": "relu", "k": "many"}, "`k`"),
+    ("record_lesson", {"lesson": ""}, "`lesson`"),
+    ("record_lesson", {"lesson": "works"}, "after_attempt"),
+    ("record_lesson", {"lesson": "works", "after_attempt": NO_ATTEMPT}, "attempt_history"),
+    ("get_skill", {"name": "online-softmax"}, "did you mean"),
+    ("get_skill", {"name": "coalesced-memory-access", "version": 0}, "`version`"),
+    ("get_skill", {"name": "coalesced-memory-access", "version": 99}, "NotFound"),
+    ("propose_skill", {"name": "Bad Name!", "description": "d", "body": "b"}, "`name`"),
+    ("propose_skill", {"name": "a-skill", "description": "d"}, "`body` is required"),
+    ("propose_skill", {"name": "a-skill", "description": "d", "body": "b", "from_experiences": [NO_EXPERIENCE]},
+     NO_EXPERIENCE),
+    ("attempt_history", {"task": "../../../etc/passwd"}, "outside the workspace"),
+    ("attempt_history", {"task": "relu", "limit": 0}, "`limit`"),
+]
+
+
+@pytest.fixture(scope="module")
+def server(module_home, tmp_path_factory):
+    from skillbase.api import SkillBase
+
+    sb = SkillBase(Settings.from_env(env={}, home=module_home))
+    srv = build_server(sb, workspace=tmp_path_factory.mktemp("workspace"), warm=False)
+    yield sb, srv
+    sb.close()
+
+
+def _run(server, fn):
+    async def main():
+        async with Client(server[1]) as client:
+            return await fn(client)
+
+    return anyio.run(main)
+
+
+def test_every_tool_is_exercised_by_the_bad_input_cases():
+    assert {tool for tool, _, _ in BAD_CALLS} == {t.name for t in TOOLS}
+
+
+def test_bad_input_on_every_tool_is_a_tool_error_with_a_next_step_and_loses_nothing(server):
+    sb = server[0]
+    before = sb.stats().counts
+
+    async def calls(client):
+        errors = []
+        for tool, args, _ in BAD_CALLS:
+            result = await client.call_tool(tool, args)
+            errors.append((result.is_error, result.content[0].text))
+        unknown = await client.call_tool("optimize_everything", {})
+        alive = await client.call_tool("get_skill", {"name": "coalesced-memory-access"})
+        return errors, unknown, alive
+
+    errors, unknown, alive = _run(server, calls)
+    for (tool, args, words), (is_error, text) in zip(BAD_CALLS, errors):
+        assert is_error, f"{tool} accepted {str(args)[:80]}"
+        assert words in text, f"{tool} {str(args)[:80]}: {text[:300]}"
+        assert "Next step" in text, f"{tool}: no next step in {text[:300]}"
+        assert len(text) < 4000, f"{tool}: an error of {len(text)} characters"
+    assert unknown.is_error
+    assert not alive.is_error and alive.structured_content["skill"]["name"] == "coalesced-memory-access"
+    assert sb.stats().counts == before, "a failed call changed the store"
+
+
+CRASHES = NAIVE.replace("class ModelNew(nn.Module):", "import os\n\n\nclass ModelNew(nn.Module):").replace(
+    "    def forward(self, x: torch.Tensor) -> torch.Tensor:\n",
+    "    def forward(self, x: torch.Tensor) -> torch.Tensor:\n        os._exit(3)\n")
+RAISES = NAIVE.replace(
+    "    def forward(self, x: torch.Tensor) -> torch.Tensor:\n",
+    "    def forward(self, x: torch.Tensor) -> torch.Tensor:\n        deep(60)\n") + '''
+
+def deep(n):
+    if n == 0:
+        raise RuntimeError("the kernel launch failed: " + "details " * 400)
+    deep(n - 1)
+'''
+
+
+def test_crashing_and_failing_candidates_are_verdicts_and_the_server_stays_up(server):
+    assert "os._exit(3)" in CRASHES and "deep(60)" in RAISES
+
+    async def calls(client):
+        raised = await client.call_tool("benchmark_kernel", {"task": "relu", "source": RAISES, "device": "cpu"})
+        crashed = await client.call_tool("benchmark_kernel", {"task": "relu", "source": CRASHES, "device": "cpu"})
+        history = await client.call_tool("attempt_history", {"task": "relu"})
+        return raised, crashed, history
+
+    raised, crashed, history = _run(server, calls)
+    assert not raised.is_error and not crashed.is_error
+    r = raised.structured_content
+    assert r["report"]["verdict"] == "runtime_error" and r["attempt_id"]
+    tb = r["report"]["error"]["traceback"]
+    assert len(tb) <= MAX_TRACEBACK_CHARS + 200 and f"attempt://{r['attempt_id']}" in tb
+    c = crashed.structured_content
+    assert c["report"]["verdict"] in ("crashed", "runtime_error"), c["report"]["message"]
+    ids = [a["id"] for a in history.structured_content["attempts"]]
+    assert r["attempt_id"] in ids and c["attempt_id"] in ids
+    # The full traceback stays in the store, behind the resource the clipped one names.
+    assert len(server[0].get_attempt(r["attempt_id"]).bench_report.error.traceback) > len(tb)
+
+
+def test_concurrent_calls_and_two_clients_on_one_server(server):
+    calls = [("recall", {"task": "row_softmax", "k": 3}), ("recall", {"query": "bank conflicts in shared memory"}),
+             ("get_skill", {"name": "coalesced-memory-access"}), ("load_task", {"task": "matmul"}),
+             ("suggest_next", {"task": "layernorm"}), ("attempt_history", {"task": "row_softmax"})]
+
+    async def main():
+        results: dict[tuple[int, int], object] = {}
+        async with Client(server[1]) as a, Client(server[1]) as b:
+            async with anyio.create_task_group() as tg:
+                for n, client in enumerate((a, b)):
+                    for m, (tool, args) in enumerate(calls):
+                        async def one(n=n, m=m, client=client, tool=tool, args=args):
+                            results[n, m] = await client.call_tool(tool, args)
+
+                        tg.start_soon(one)
+        return results
+
+    results = anyio.run(main)
+    assert len(results) == 2 * len(calls)
+    for (n, m), result in results.items():
+        assert not result.is_error, f"{calls[m][0]}: {result.content[0].text}"
+        assert result.meta[WORK_MS_KEY] >= 0
+    assert results[0, 2].structured_content == results[1, 2].structured_content
+
+
+def test_resources_and_prompt(server):
+    async def calls(client):
+        templates = await client.list_resource_templates()
+        task = await client.read_resource("task://row_softmax")
+        skill = await client.read_resource("skill://coalesced-memory-access")
+        prompt = await client.get_prompt("optimize-kernel", {"task": "matmul", "rounds": "2"})
+        try:
+            await client.read_resource(f"attempt://{NO_ATTEMPT}")
+            missing = None
+        except MCPError as e:
+            missing = str(e)
+        alive = await client.read_resource("skill://coalesced-memory-access")
+        return templates, task, skill, prompt, missing, alive
+
+    templates, task, skill, prompt, missing, alive = _run(server, calls)
+    assert {t.uri_template for t in templates.resource_templates} == {
+        "skill://{name}", "task://{name}", "attempt://{attempt_id}"}
+    assert "class Model" in task.contents[0].text and '"bytes_moved"' in task.contents[0].text
+    assert "name: coalesced-memory-access" in skill.contents[0].text
+    assert "`matmul`" in prompt.messages[0].content.text and "up to 2 rounds" in prompt.messages[0].content.text
+    assert missing and NO_ATTEMPT in missing
+    assert alive.contents[0].text == skill.contents[0].text
