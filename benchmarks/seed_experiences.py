@@ -64,6 +64,14 @@ def lesson_text(step: dict, parent: BenchReport, child: BenchReport, gain: float
             f"{gain:.2f}x{where}.")
 
 
+def seed_id(prefix: str, *parts: str) -> str:
+    """An id fixed by what a seed record is: rebuilding the file keeps the ids of unchanged
+    solutions and steps, so `skillbase init` on a store seeded from an older file adds only
+    what changed instead of a second copy of everything."""
+    h = content_hash(*parts)
+    return f"{prefix}_{h[:12]}_{h[12:16]}0000"
+
+
 def build(store: Store, reports: dict, when: datetime | None) -> tuple[int, int]:
     """Record every measured solution of every lineage, then one experience per step."""
     n_att = n_exp = 0
@@ -85,8 +93,9 @@ def build(store: Store, reports: dict, when: datetime | None) -> tuple[int, int]
                 techniques = step["techniques"] if role == "child" else []
                 attempt = store.attempt_from_report(report, source=source, parent_id=parent_id, techniques=techniques,
                                                     session=SESSION, agent=AGENT, notes=f"built-in solution {task}/{sol}")
-                if when:
-                    attempt = attempt.model_copy(update={"created_at": when})
+                attempt = attempt.model_copy(update={
+                    "id": seed_id("att", task, sol, report.solution_hash, parent_id or ""),
+                    **({"created_at": when} if when else {})})
                 ids[sol] = store.record_attempt(attempt).id
                 n_att += 1
         for step in steps:
@@ -94,9 +103,11 @@ def build(store: Store, reports: dict, when: datetime | None) -> tuple[int, int]
             if not (parent and child and parent.timing and child.timing):
                 continue
             gain = parent.timing.median_ms / child.timing.median_ms
+            lesson = lesson_text(step, parent, child, gain)
             exp = Experience(
+                id=seed_id("exp", ids[step["parent"]], ids[step["child"]], lesson),
                 title=f"{task}: {step['parent']} -> {step['child']} ({', '.join(step['techniques'])})",
-                lesson=lesson_text(step, parent, child, gain), task=task, task_signature=child.task_signature,
+                lesson=lesson, task=task, task_signature=child.task_signature,
                 family=child.task_signature.split(":")[0], dtype=child.task_signature.split(":")[1],
                 before_attempt=ids[step["parent"]], after_attempt=ids[step["child"]],
                 techniques=step["techniques"], gain=gain, bottleneck=parent.bottleneck, arch=child.hardware.arch,
