@@ -274,9 +274,9 @@ def render(paths: list[Path]) -> str:
     from skillbase.models import Hardware
 
     parts = [json.loads(p.read_text()) for p in paths]
-    # A later file re-measures a (task, solution): its row replaces the earlier one in place.
-    latest = {(r["task"], r["solution"]): r for d in parts for r in d["rows"]}
-    rows = list({(r["task"], r["solution"]): latest[(r["task"], r["solution"])] for d in parts for r in d["rows"]}.values())
+    # A later file re-measures a (task, solution): its row replaces the earlier one in place
+    # (a dict keeps a key where it was first inserted).
+    rows = list({(r["task"], r["solution"]): r for d in parts for r in d["rows"]}.values())
     adv = next((d["adversarial"] for d in reversed(parts) if d["adversarial"]), [])
     ncu = [n for d in parts for n in d["ncu"]]
     hw = Hardware(**parts[0]["hardware"])
