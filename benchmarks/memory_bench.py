@@ -455,6 +455,12 @@ def du(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) if path.exists() else 0
 
 
+def disk(home: Path) -> dict[str, int]:
+    """Bytes on disk per part of a store home."""
+    return {"ledger": du(home / "ledger.sqlite3") + du(home / "ledger.sqlite3-wal"), "chroma": du(home / "chroma"),
+            "graph_snapshot": du(home / "graph.json"), "embedding_cache": du(home / "cache"), "total": du(home)}
+
+
 def start_chroma_server(workdir: Path) -> tuple[subprocess.Popen, str]:
     exe = Path(sys.executable).parent / "chroma"
     with socket.socket() as s:
@@ -790,13 +796,35 @@ def _measure_scale(store, embedder, st: dict, args, rng: random.Random, home: Pa
         f"= {cp['ingest_vs_model']:.0%} of it")
     cp.update(query_bench(store, args))
     cp.update(cold_open(home))
-    cp["disk_bytes"] = {"ledger": du(home / "ledger.sqlite3") + du(home / "ledger.sqlite3-wal"),
-                        "chroma": du(home / "chroma"), "graph_snapshot": du(home / "graph.json"),
-                        "embedding_cache": du(home / "cache"), "total": du(home)}
+    cp["disk_bytes"] = disk(home)
     st["enc_s0"] += embedder.encode_seconds - st["enc_s0"] - enc_s
     st["computed0"] += embedder.computed - st["computed0"] - computed
     log(f"checkpoint done: disk {cp['disk_bytes']['total'] / 2**20:.0f} MiB")
     return cp
+
+
+def measure_existing(args, home: Path) -> dict:
+    """The query, cold-open and disk figures of a store built earlier (for
+    example the 100k-attempt store of benchmarks/retrieval_eval.py)."""
+    from memory.embeddings import Embedder
+    from memory.store import Store
+    from skillbase.config import Settings
+
+    if not (home / "ledger.sqlite3").exists():
+        raise SystemExit(f"--home {home}: no store there (ledger.sqlite3 missing)")
+    embedder = Embedder(threads=args.threads)
+    embedder.embed(["warm up"])
+    store = Store.open(Settings.from_env(env={}, home=home), embedder=embedder)
+    try:
+        out: dict = {"home": str(home),
+                     "counts": {k: v for k, v in store.ledger.counts().items() if k in ("attempts", "experiences", "skills")},
+                     "load_average": round(os.getloadavg()[0], 1)}
+        out.update(query_bench(store, args))
+    finally:
+        store.close()
+    out.update(cold_open(home))
+    out["disk_bytes"] = disk(home)
+    return out
 
 
 def query_bench(store, args) -> dict:
@@ -954,18 +982,29 @@ def markdown(r: dict) -> str:
                   f"| embedding model alone, same texts, same run | {s['model_alone_texts_per_s']} texts/s | ceiling |",
                   f"| ingest / model-alone ceiling | {s.get('ingest_vs_model', 'n/a')} | |",
                   f"| embedding model alone, short texts (5-8 words) | {s.get('model_alone_short_texts_per_s', 'n/a')} texts/s | |",
-                  f"| filtered top-10 vector query (chroma + filter) | p50 {s['vector_query_filtered_top10']['p50_ms']} ms, "
-                  f"p95 {s['vector_query_filtered_top10']['p95_ms']} ms | p95 <= 50 ms |",
-                  f"| search end to end (query embedding included) | p50 {s['search_end_to_end_top10']['p50_ms']} ms, "
-                  f"p95 {s['search_end_to_end_top10']['p95_ms']} ms | |",
-                  f"| graph technique_values | p50 {s['graph_technique_values']['p50_ms']} ms, "
-                  f"p95 {s['graph_technique_values']['p95_ms']} ms | p95 <= 10 ms |",
-                  f"| graph best_lineages | p95 {s['graph_best_lineages']['p95_ms']} ms | |",
-                  f"| cold open (Store.open in a fresh process, imports excluded) | {s['cold_open']['open_s']} s "
-                  f"(imports {s['cold_open']['import_s']} s) | <= 3 s |",
-                  f"| graph snapshot load + catch-up | {s['cold_open']['graph_load_s']} s | |",
-                  f"| disk (MiB) | {mb} | |", ""]
+                  *_query_rows(s), f"| disk (MiB) | {mb} | |", ""]
+    if "measure" in r:
+        m = r["measure"]
+        mb = {k: round(v / 2**20, 1) for k, v in m["disk_bytes"].items()}
+        lines += [f"### Queries on an existing store: {m['counts']}", "", f"Store: `{m['home']}`.", "",
+                  "| measure | value | target |", "|---|---|---|", *_query_rows(m), f"| disk (MiB) | {mb} | |", ""]
     return "\n".join(lines)
+
+
+def _query_rows(s: dict) -> list[str]:
+    return [f"| filtered top-10 vector query (chroma + filter) | p50 {s['vector_query_filtered_top10']['p50_ms']} ms, "
+            f"p95 {s['vector_query_filtered_top10']['p95_ms']} ms | p95 <= 50 ms |",
+            f"| search end to end (query embedding included) | p50 {s['search_end_to_end_top10']['p50_ms']} ms, "
+            f"p95 {s['search_end_to_end_top10']['p95_ms']} ms | |",
+            f"| graph technique_values | p50 {s['graph_technique_values']['p50_ms']} ms, "
+            f"p95 {s['graph_technique_values']['p95_ms']} ms | p95 <= 10 ms |",
+            f"| graph best_lineages | p95 {s['graph_best_lineages']['p95_ms']} ms | |",
+            f"| graph experiences_for_technique | p95 {s['graph_experiences_for_technique']['p95_ms']} ms | |",
+            f"| cold open (Store.open in a fresh process, imports excluded) | {s['cold_open']['open_s']} s "
+            f"(imports {s['cold_open']['import_s']} s) | <= 3 s |",
+            f"| first filtered search in that process (imports chromadb, loads the HNSW index) | "
+            f"{s['cold_open']['first_search_s']} s | |",
+            f"| graph snapshot load + catch-up | {s['cold_open']['graph_load_s']} s | |"]
 
 
 def main() -> None:
@@ -973,7 +1012,8 @@ def main() -> None:
     p.add_argument("--role", default="main", choices=["main", "writer", "crasher"], help=argparse.SUPPRESS)
     p.add_argument("--home"), p.add_argument("--url", default=""), p.add_argument("--writer", type=int, default=0)
     p.add_argument("--n", type=int, default=0), p.add_argument("--dir")
-    p.add_argument("--only", default="concurrency,crash,scale", help="comma-separated sections to run")
+    p.add_argument("--only", default="concurrency,crash,scale",
+                   help="comma-separated sections to run: concurrency, crash, scale, measure (needs --home)")
     p.add_argument("--attempts", type=int, default=100_000)
     p.add_argument("--experiences", type=int, default=20_000)
     p.add_argument("--batch", type=int, default=500, help="records per ingest call in the scale run")
@@ -990,6 +1030,7 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-server", action="store_true", help="skip the chroma-server concurrency run")
     p.add_argument("--workdir", default=None)
+    p.add_argument("--home", default=None, help="with --only measure: the existing store home to query")
     p.add_argument("--keep", action="store_true", help="keep the stores built")
     p.add_argument("--out", default=None, help="write results as JSON here, and markdown next to it (.md)")
     p.add_argument("--render", nargs="+", default=None, help="print the markdown of saved result files (merged)")
@@ -1037,6 +1078,9 @@ def main() -> None:
             finally:
                 if proc is not None:
                     stop(proc)
+        if "measure" in sections:
+            results["measure"] = measure_existing(a, Path(a.home))
+            write()
         if "scale" in sections:
             def checkpoint(partial: dict) -> None:
                 results["scale"] = partial

@@ -413,10 +413,15 @@ class Store:
 
     # -- search ---------------------------------------------------------------
 
-    def search(self, collection: str, text: str, k: int = 10, where: dict[str, Any] | None = None) -> list[Hit]:
+    def search(self, collection: str, text: str, k: int = 10, where: dict[str, Any] | None = None, *,
+               documents: bool = True, exhaustive: bool = True) -> list[Hit]:
         """The ``k`` records of ``collection`` (experiences, skills, attempts)
         nearest in meaning to ``text`` that pass the chroma ``where`` filter
-        (keys in memory.documents). The index is caught up first."""
+        (keys in memory.documents). The index is caught up first.
+        ``documents=False`` returns ids, scores and metadata only (faster);
+        ``exhaustive=False`` looks for filtered matches among the 2048 nearest
+        records only, so it may return fewer than ``k`` (it never pays for
+        chroma's own filtered scan)."""
         if collection not in COLLECTIONS:
             raise InvalidInput(f"unknown collection {collection!r}", hint=f"one of {', '.join(COLLECTIONS)}")
         if not isinstance(text, str) or not text.strip():
@@ -431,7 +436,7 @@ class Store:
                 with self.vectors.session():
                     state = self.vectors.ready()
                     indexer.catch_up(self.ledger, self.vectors, self.embedder, state)
-                    return self.vectors.query(collection, embedding, k, where)
+                    return self.vectors.query(collection, embedding, k, where, documents, exhaustive)
             except SkillbaseError:
                 raise
             except BaseException as e:

@@ -14,7 +14,6 @@ the techniques worth most there, and the skills and experiences attached.
 from __future__ import annotations
 
 import math
-import threading
 
 from retrievers.catalog import Catalog
 from retrievers.gate import GateResult, gate
@@ -31,7 +30,6 @@ def near_floor(q: Query) -> bool:
     """Whether the report (or the words) put the kernel close to its floor."""
     return q.pct_sol is not None and q.pct_sol >= NEAR_FLOOR_PCT
 EXPERIENCES_PER_TECHNIQUE = 12
-REFS_CACHE = 1024  # (technique, family) lookups kept between recalls
 SECONDARY_WEIGHT = 0.6  # a skill's later techniques count this much of its first
 
 
@@ -99,46 +97,10 @@ class GraphRetriever:
     def __init__(self, store, catalog: Catalog):
         self.store = store
         self.catalog = catalog
-        self._lock = threading.Lock()
-        self._refs: dict[tuple[str, str | None], list] = {}
-        self._refs_seq = -1
 
     def experience_refs(self, technique: str, family: str | None) -> list:
-        """The graph's experiences teaching ``technique`` (in ``family``),
-        best first; cached until the ledger records a new experience (a
-        lookup scans every lesson of the technique: ~13 ms at 20k lessons)."""
-        self._forget_refs_if_stale()
-        key = (technique, family)
-        with self._lock:
-            hit = self._refs.get(key)
-        if hit is not None:
-            return hit
-        seq = self.store.seq
-        refs = self.store.graph.experiences_for_technique(technique, k=EXPERIENCES_PER_TECHNIQUE, family=family)
-        with self._lock:
-            if self._refs_seq == seq:  # nothing was written meanwhile
-                if len(self._refs) >= REFS_CACHE:
-                    self._refs.pop(next(iter(self._refs)))
-                self._refs[key] = refs
-        return refs
-
-    def _forget_refs_if_stale(self) -> None:
-        target = self.store.seq
-        with self._lock:
-            seq = self._refs_seq
-        if seq == target:
-            return
-        dirty = seq < 0
-        while not dirty and seq < target:
-            changes = self.store.changes(after=seq, limit=5000)
-            if not changes:
-                break
-            dirty = any(c.kind not in ("attempt", "feedback", "task") for c in changes)
-            seq = changes[-1].seq
-        with self._lock:
-            if dirty:
-                self._refs.clear()
-            self._refs_seq = target
+        """The graph's experiences teaching ``technique`` (in ``family``), best first."""
+        return self.store.graph.experiences_for_technique(technique, k=EXPERIENCES_PER_TECHNIQUE, family=family)
 
     def gates(self, q: Query) -> dict[str, GateResult]:
         """The gate's verdict on every skill for this query."""

@@ -46,6 +46,11 @@ def test_record_benchmark_then_search(open_store, make_settings):
     assert [h.id for h in tech] == [kid.id]
     exp = store.search("experiences", "read the softmax row a single time", k=1)
     assert exp[0].metadata["gain"] == 2.0 and "running max" in exp[0].document
+    for where in (None, {"family": "softmax"}):  # metadata only: same hits, no texts
+        full = store.search("attempts", "softmax rows", k=3, where=where)
+        lean = store.search("attempts", "softmax rows", k=3, where=where, documents=False)
+        assert [(h.id, h.metadata) for h in lean] == [(h.id, h.metadata) for h in full]
+        assert all(h.document for h in full) and not any(h.document for h in lean)
     assert store.search("skills", "one pass softmax", k=1, where={"status": "approved"})[0].id == "online-softmax-one-pass"
     stats = store.stats()
     assert stats.index_lag == 0 and stats.index_counts == {"experiences": 1, "skills": 1, "attempts": 3}
@@ -99,6 +104,31 @@ def test_filter_semantics_agree_with_chroma(open_store, embedded_settings):
             hits = store.vectors.query("attempts", store.embedder.embed_one("softmax kernel"), 5, where)
             assert [h.id for h in hits] == col.query(query_embeddings=[store.embedder.embed_one("softmax kernel")],
                                                      n_results=5, where=where)["ids"][0][: len(hits)], where
+
+
+def test_sparse_filters_fall_back_to_chroma_unless_told_not_to(open_store, embedded_settings, monkeypatch):
+    import memory.vectors
+
+    store = open_store(embedded_settings())
+    # 2 correct attempts among 20; the overfetch steps shrunk to 3 then 6 ids
+    recorded = store.record_attempts([attempt(i, verdict="correct" if i in (4, 17) else "incorrect",
+                                              ms=0.3 if i in (4, 17) else None) for i in range(20)])
+    correct = {recorded[4].id, recorded[17].id}
+    monkeypatch.setattr(memory.vectors, "OVERFETCH", (3, 6))
+    with store.vectors.session():
+        store.vectors.ready()
+        e = store.embedder.embed_one("softmax kernel")
+        col = store.vectors._cols["attempts"]
+
+        def nearest(n):
+            return col.query(query_embeddings=[e], n_results=n, include=["distances"])["ids"][0]
+
+        full = store.vectors.query("attempts", e, 2, {"verdict": "correct"})
+        assert {h.id for h in full} == correct  # found by chroma's own filter
+        lean = store.vectors.query("attempts", e, 2, {"verdict": "correct"}, exhaustive=False)
+        assert [h.id for h in lean] == [i for i in nearest(6) if i in correct]  # only what the 6 nearest hold
+        assert len(lean) < len(full)
+        assert [h.id for h in store.vectors.query("attempts", e, 4, None, documents=False)] == nearest(4)
 
 
 def test_indexing_failure_never_loses_an_attempt(make_settings, open_store, tmp_path):
@@ -253,3 +283,25 @@ def test_graph_snapshot_round_trip_and_refusal(embedded_settings, open_store):
     s2 = open_store(other)
     with pytest.warns(MemoryIndexWarning, match="another store"):
         assert s2.graph.counts()["technique"] >= 40 and "attempt" not in s2.graph.counts()
+
+
+def test_technique_lessons_by_family_stay_ordered_as_lessons_arrive(embedded_settings, open_store):
+    settings = embedded_settings()
+    store = open_store(settings)
+    g = store.graph
+    a = store.record_experience(lesson("softmax a", techniques=("cache-hints",), gain=1.2))
+    b = store.record_experience(lesson("norm b", techniques=("cache-hints", "online-softmax"), gain=1.5,
+                                       family="norm", signature="norm:fp32:large"))
+    assert [e.id for e in g.experiences_for_technique("cache-hints")] == [b.id, a.id]
+    assert [e.id for e in g.experiences_for_technique("cache-hints", family="softmax")] == [a.id]
+    assert g.experiences_for_technique("cache-hints", family="matmul") == []
+    # lessons recorded after the first lookup land in the index, in order
+    c = store.record_experience(lesson("softmax c", techniques=("cache-hints",), gain=2.0))
+    d = store.record_experience(lesson("softmax d (no gain)", techniques=("cache-hints",), gain=None))
+    assert [e.id for e in g.experiences_for_technique("cache-hints", family="softmax")] == [c.id, a.id, d.id]
+    assert [e.id for e in g.experiences_for_technique("cache-hints", k=2)] == [c.id, b.id]
+    assert [e.id for e in g.experiences_for_technique("online-softmax", family="norm")] == [b.id]
+    store.close()
+    store = open_store(settings)  # from the snapshot: the index is rebuilt on first use
+    assert [e.id for e in store.graph.experiences_for_technique("cache-hints")] == [c.id, b.id, a.id, d.id]
+    store.close()

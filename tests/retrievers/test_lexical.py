@@ -37,7 +37,7 @@ def test_index_follows_the_ledger_and_survives_a_restart(tmp_path, embedder):
         store.close()
 
 
-def test_cached_technique_lessons_follow_new_lessons(tmp_path, embedder):
+def test_technique_lessons_follow_new_lessons(tmp_path, embedder):
     from conftest import open_store
 
     from retrievers.catalog import Catalog
