@@ -1030,7 +1030,6 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-server", action="store_true", help="skip the chroma-server concurrency run")
     p.add_argument("--workdir", default=None)
-    p.add_argument("--home", default=None, help="with --only measure: the existing store home to query")
     p.add_argument("--keep", action="store_true", help="keep the stores built")
     p.add_argument("--out", default=None, help="write results as JSON here, and markdown next to it (.md)")
     p.add_argument("--render", nargs="+", default=None, help="print the markdown of saved result files (merged)")
