@@ -63,6 +63,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 import numpy as np  # noqa: E402
 import yaml  # noqa: E402
 
+from benchmarks.memory_bench import pct  # noqa: E402
 from skillbase.config import Settings  # noqa: E402
 from skillbase.models import (  # noqa: E402
     Attempt, BenchReport, Check, CorrectnessReport, ErrorInfo, Experience, Hardware, Roofline, Skill, TaskInfo,
@@ -78,15 +79,6 @@ MODES = ("vector", "lexical", "graph", "gated-vector", "hybrid")
 
 def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
-def pct(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    v = sorted(values)
-    k = (len(v) - 1) * q
-    lo, hi = math.floor(k), math.ceil(k)
-    return v[lo] + (v[hi] - v[lo]) * (k - lo)
 
 
 # ---------------------------------------------------------------------------
