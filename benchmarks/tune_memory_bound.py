@@ -5,9 +5,12 @@ within 1-3% of torch.compile (or behind it) on the H100. This script times
 variants of their kernels and torch.compile's code on the same inputs, in the
 same process, with ``triton.testing.do_bench`` (median, L2 flushed between
 calls), and prints each variant's median and its ratio to torch.compile, so
-the choice written into the seed solution is a measured one.
+the choice written into the seed solution is a measured one. softmax_kb sweeps
+the launch of its cooperative kernel (chunk width, warps, prefetch), checks each
+variant against torch.softmax before timing it, and times a copy of the same
+bytes beside them.
 
-    python benchmarks/tune_memory_bound.py [--tasks relu maxpool2d ...] [--json OUT]
+    python benchmarks/tune_memory_bound.py [--tasks relu maxpool2d softmax_kb ...] [--json OUT]
 
 Needs a CUDA GPU.
 """
@@ -38,6 +41,12 @@ def load(path: Path, name: str):
 
 def task_module(name: str):
     return load(ROOT / "seeds" / "tasks" / name / "task.py", f"task_{name}")
+
+
+def gpu_inputs(t, dev) -> list:
+    """The task's inputs drawn on the GPU (its factory calls run under ``dev``): no 6 GiB host tensors."""
+    with dev:
+        return [a.to(dev) if isinstance(a, torch.Tensor) else a for a in t.get_inputs()]
 
 
 def median_us(fn) -> float:
@@ -140,7 +149,7 @@ def colsum_k(x_ptr, part_ptr, B, N, D, rows_per_split, BLOCK_N: tl.constexpr, BL
 
 def sweep_relu(dev):
     t = task_module("relu")
-    x = t.get_inputs()[0].to(dev)
+    x = gpu_inputs(t, dev)[0]
     y = torch.empty_like(x)
     n = x.numel()
     for block, warps, wide, hints in itertools.product((1024, 2048, 4096, 8192), (4, 8), (0, 1), (0, 1)):
@@ -151,7 +160,7 @@ def sweep_relu(dev):
 
 def sweep_rmsnorm(dev):
     t = task_module("rmsnorm")
-    x = t.get_inputs()[0].to(dev)
+    x = gpu_inputs(t, dev)[0]
     m = t.Model(*t.get_init_inputs()).to(dev)
     w = m.weight.detach()
     y = torch.empty_like(x)
@@ -165,7 +174,7 @@ def sweep_rmsnorm(dev):
 
 def sweep_maxpool2d(dev):
     t = task_module("maxpool2d")
-    x = t.get_inputs()[0].to(dev)
+    x = gpu_inputs(t, dev)[0]
     k, s, p = t.get_init_inputs()
     n_, c_, h, w = x.shape
     oh, ow = (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1
@@ -183,7 +192,7 @@ def sweep_maxpool2d(dev):
 
 def sweep_sum_reduction(dev):
     t = task_module("sum_reduction")
-    x = t.get_inputs()[0].to(dev)
+    x = gpu_inputs(t, dev)[0]
     b, n, d = x.shape
     sms = torch.cuda.get_device_properties(dev).multi_processor_count
     for bd, bn, warps, per_sm in itertools.product((64, 128, 256), (16, 32, 64), (4, 8), (2, 4, 8)):
@@ -200,14 +209,45 @@ def sweep_sum_reduction(dev):
         yield f"block_d={bd} block_n={bn} warps={warps} programs/SM={per_sm} split={split}", run
 
 
+def sweep_softmax_kb(dev):
+    """The cooperative (row split over resident programs) kernel's launch space, each variant checked against
+    torch.softmax first; a copy of the same bytes and the one-program-per-row step 2 are timed alongside."""
+    t = task_module("softmax_kb")
+    task_dir = ROOT / "seeds" / "tasks" / "softmax_kb"
+    seed = load(task_dir / "optimized.py", "opt_softmax_kb_sweep")
+    step2 = load(task_dir / "step2_lanewise.py", "step2_softmax_kb").ModelNew()
+    (x,) = gpu_inputs(t, dev)
+    ref = torch.softmax(x, dim=1)
+    y = torch.empty_like(x)
+    yield "copy of the same bytes (y.copy_(x))", lambda: y.copy_(x)
+    yield "step2_lanewise (one program per row, two passes)", lambda: step2(x)
+    for block, warps, prefetch in itertools.product((8192, 16384, 32768), (8, 16, 32), (False, True)):
+        if not 8 <= block // (32 * warps) <= 64:
+            continue
+        args, meta, programs, kernel = seed.cooperative_plan(x, y, block, warps, prefetch)
+        label = (f"coop block={block} warps={warps} prefetch={int(prefetch)} regs={kernel.n_regs} "
+                 f"spills={kernel.n_spills} programs={programs}")
+        if not programs:
+            yield f"{label} DOES NOT FIT", None
+            continue
+        y.zero_()
+        seed.softmax_coop_kernel[(programs,)](*args, **meta)
+        torch.cuda.synchronize()
+        if not torch.allclose(y, ref, rtol=1e-4, atol=1e-9):
+            yield f"{label} WRONG (max abs err {(y - ref).abs().max().item():.3g})", None
+            continue
+        yield label, lambda block=block, warps=warps, prefetch=prefetch: seed.softmax_cooperative(
+            x, y, block, warps, prefetch)
+
+
 SWEEPS = {"relu": sweep_relu, "rmsnorm": sweep_rmsnorm, "maxpool2d": sweep_maxpool2d,
-          "sum_reduction": sweep_sum_reduction}
+          "sum_reduction": sweep_sum_reduction, "softmax_kb": sweep_softmax_kb}
 
 
 def reference(name: str, dev):
     t = task_module(name)
     model = t.Model(*t.get_init_inputs()).to(dev)
-    inputs = [a.to(dev) if isinstance(a, torch.Tensor) else a for a in t.get_inputs()]
+    inputs = gpu_inputs(t, dev)
     compiled = torch.compile(model)
     seed = load(ROOT / "seeds" / "tasks" / name / "optimized.py", f"opt_{name}").ModelNew(*t.get_init_inputs()).to(dev)
     seed.load_state_dict(model.state_dict()) if model.state_dict() else None
@@ -229,6 +269,10 @@ def main() -> int:
         ref_us, seed_us, eager_us = reference(name, dev)
         rows = []
         for label, fn in SWEEPS[name](dev):
+            print(f"  .. {label}", flush=True)
+            if fn is None:  # a variant that does not fit or computes a wrong result is a result too
+                rows.append((float("inf"), label))
+                continue
             try:
                 fn()
                 torch.cuda.synchronize()
@@ -238,7 +282,7 @@ def main() -> int:
         rows.sort()
         print(f"\n== {name}: torch.compile {ref_us:.1f} us, seed optimized {seed_us:.1f} us "
               f"({ref_us / seed_us:.3f}x vs compile), eager {eager_us:.1f} us")
-        for us, label in rows[:8]:
+        for us, label in rows[:8] + [r for r in rows[8:] if "copy" in r[1] or "step2" in r[1]]:
             print(f"  {us:9.1f} us  {ref_us / us:6.3f}x vs compile  {label}")
         results[name] = {"torch_compile_us": ref_us, "seed_optimized_us": seed_us, "eager_us": eager_us,
                          "variants": [{"label": label, "median_us": us} for us, label in rows]}
