@@ -10,6 +10,14 @@ time and roofline figure comes from a report, and a report whose solution hash
 no longer matches the file on disk is refused (the measurement would not be of
 this code).
 
+It then writes each seed skill's ``evidence`` (in its SKILL.md frontmatter, the
+rest of the file untouched): the seeded steps that applied the skill's main
+(first) technique to a kernel family the skill is written for, in a language it
+covers; the steps that changed the least besides the skill's techniques first,
+then the larger gains; at most ``EVIDENCE_PER_SKILL``. Steps that made a kernel
+slower are evidence too: they say where a technique does not pay. A skill whose
+main technique no seeded step used stays without evidence.
+
     python benchmarks/seed_experiences.py benchmarks/results/h100-2026-11-23/bench_part*.json
 """
 
@@ -28,13 +36,14 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from memory.store import Store  # noqa: E402
-from seeds import EXPERIENCES_FILE, TASKS_DIR  # noqa: E402
+from seeds import EXPERIENCES_FILE, SKILLS_DIR, TASKS_DIR  # noqa: E402
 from skillbase.config import Settings  # noqa: E402
-from skillbase.models import BenchReport, Experience, content_hash  # noqa: E402
+from skillbase.models import BenchReport, Evidence, Experience, content_hash  # noqa: E402
 
 SESSION = "seed-measurements"
 AGENT = "skillbase-seeds"
 KEEP = ("task", "attempt", "experience")
+EVIDENCE_PER_SKILL = 4
 
 
 def load_reports(paths: list[Path]) -> dict[tuple[str, str], BenchReport]:
@@ -118,10 +127,53 @@ def build(store: Store, reports: dict, when: datetime | None) -> tuple[int, int]
     return n_att, n_exp
 
 
+def evidence_for(skill, experiences: list[dict], languages: dict[str, str]) -> list[Evidence]:
+    """The seeded steps backing ``skill`` (see the module docstring), as evidence entries."""
+    fams = set(skill.applies_when.families)
+    main = skill.techniques[0] if skill.techniques else None
+    ranked = []
+    for e in experiences:
+        if main not in e["techniques"] or (fams and e["family"] not in fams):
+            continue
+        if languages[e["after_attempt"]] not in skill.languages:
+            continue
+        # Purity: the share of the step's techniques that are the skill's (a step that changed
+        # five things at once says less about any one of them), then the gain.
+        purity = len(set(e["techniques"]) & set(skill.techniques)) / len(e["techniques"])
+        ranked.append(((purity, e["gain"]), e))
+    ranked.sort(key=lambda r: r[0], reverse=True)
+    return [Evidence(experience_id=e["id"], attempt_id=e["after_attempt"], task=e["task"], gain=round(e["gain"], 3),
+                     hardware=e["hardware"], note=e["title"]) for _, e in ranked[:EVIDENCE_PER_SKILL]]
+
+
+def write_skill_evidence(experiences_file: Path, skills_dir: Path) -> dict[str, int]:
+    """Rewrite the ``evidence`` entry of every SKILL.md under ``skills_dir``; returns skill -> entries."""
+    from skillbase.skills.markdown import FRONTMATTER_KEYS, emit_key, read_skill_dir
+
+    records = [json.loads(line) for line in experiences_file.read_text().splitlines() if line.strip()]
+    experiences = [r["record"] for r in records if r.get("kind") == "experience"]
+    languages = {r["record"]["id"]: r["record"]["language"] for r in records if r.get("kind") == "attempt"}
+    after = FRONTMATTER_KEYS[FRONTMATTER_KEYS.index("evidence") + 1]
+    counts = {}
+    for folder in sorted(p.parent for p in skills_dir.glob("*/SKILL.md")):
+        skill = read_skill_dir(folder, max_bytes=1 << 20)
+        evidence = [e.model_dump(mode="json", exclude_none=True) for e in evidence_for(skill, experiences, languages)]
+        path = folder / "SKILL.md"
+        text = path.read_text()
+        start, end = text.index("\nevidence:") + 1, text.index(f"\n{after}:") + 1
+        path.write_text(text[:start] + emit_key("evidence", evidence) + text[end:])
+        if read_skill_dir(folder, max_bytes=1 << 20).evidence != [Evidence(**e) for e in evidence]:
+            raise SystemExit(f"{path}: the evidence written does not read back")
+        counts[skill.name] = len(evidence)
+    return counts
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("results", nargs="+", type=Path, help="toolchain_bench.json files of one GPU")
     ap.add_argument("--out", type=Path, default=EXPERIENCES_FILE)
+    ap.add_argument("--skills", type=Path, default=SKILLS_DIR, help="seed skills whose evidence to rewrite")
+    ap.add_argument("--no-skills", action="store_true", help="write the experiences only")
     args = ap.parse_args(argv)
     reports = load_reports(args.results)
     with tempfile.TemporaryDirectory() as home:
@@ -136,6 +188,10 @@ def main(argv=None) -> int:
     kept = [lines[0]] + [line for line in lines[1:] if json.loads(line)["kind"] in KEEP]
     args.out.write_text("\n".join(kept) + "\n")
     print(f"{n_att} attempts and {n_exp} experiences over {len({k[0] for k in reports})} tasks -> {args.out}")
+    if not args.no_skills:
+        counts = write_skill_evidence(args.out, args.skills)
+        print(f"evidence on {sum(1 for n in counts.values() if n)}/{len(counts)} skills "
+              f"({sum(counts.values())} entries) -> {args.skills}")
     return 0
 
 

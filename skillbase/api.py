@@ -110,8 +110,9 @@ class SkillBase:
         experiences. Idempotent: running it again adds nothing that is already there."""
         start = time.perf_counter()
         store = self.memory
-        seeded = skill_ops.seed_skills(store, seeds.SKILLS_DIR)
+        # Experiences first: the seed skills' evidence points at them.
         imported = store.import_jsonl(seeds.EXPERIENCES_FILE) if seeds.EXPERIENCES_FILE.is_file() else 0
+        seeded = skill_ops.seed_skills(store, seeds.SKILLS_DIR)
         stats = store.stats()
         return InitReport(
             home=str(self.settings.home), techniques=len(store.list_techniques()), skills_added=len(seeded.added),

@@ -35,8 +35,8 @@ def seed_store(tmp_path_factory, embedder):
     from skillbase.skills import seed_skills
 
     store = open_store(tmp_path_factory.mktemp("seed-store") / "home", embedder)
-    seed_skills(store, seeds.SKILLS_DIR)
     store.import_jsonl(seeds.EXPERIENCES_FILE)
+    seed_skills(store, seeds.SKILLS_DIR)
     yield store
     store.close()
 

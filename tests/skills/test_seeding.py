@@ -48,3 +48,26 @@ def test_one_bad_seed_stops_seeding_before_any_write(open_store, tmp_path):
     with pytest.raises(UnknownTechnique, match="maskingg"):
         seed_skills(store, seeds)
     assert store.list_skills() == []
+
+
+def test_seed_evidence_points_at_the_seeded_measurements(seed_skills_list):
+    """Every evidence entry of a seed skill names a seeded experience and its after-attempt, with the
+    experience's measured gain and hardware, for the skill's main technique in a family it covers."""
+    import json
+
+    import seeds
+
+    lines = [json.loads(line) for line in seeds.EXPERIENCES_FILE.read_text().splitlines()[1:]]
+    experiences = {x["record"]["id"]: x["record"] for x in lines if x["kind"] == "experience"}
+    attempts = {x["record"]["id"] for x in lines if x["kind"] == "attempt"}
+    backed = [s for s in seed_skills_list if s.evidence]
+    assert len(backed) >= 25, f"only {len(backed)} seed skills carry measured evidence"
+    for skill in backed:
+        for ev in skill.evidence:
+            exp = experiences.get(ev.experience_id)
+            assert exp is not None, (skill.name, ev.experience_id)
+            assert ev.attempt_id == exp["after_attempt"] and ev.attempt_id in attempts, skill.name
+            assert (ev.task, ev.hardware) == (exp["task"], exp["hardware"]), skill.name
+            assert ev.gain == pytest.approx(exp["gain"], abs=5e-4), skill.name
+            assert skill.techniques[0] in exp["techniques"], skill.name
+            assert not skill.applies_when.families or exp["family"] in skill.applies_when.families, skill.name
