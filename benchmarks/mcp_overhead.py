@@ -42,7 +42,7 @@ import anyio  # noqa: E402
 from mcp.client.session import ClientSession  # noqa: E402
 from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
 
-from mcp_server.server import WORK_MS_KEY  # noqa: E402
+from skillbase.mcp_server.server import WORK_MS_KEY  # noqa: E402
 from skillbase.config import Settings  # noqa: E402
 
 BAR_P95_MS = 15.0

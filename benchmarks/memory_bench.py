@@ -507,8 +507,8 @@ def log(msg: str) -> None:
 
 def writer_main(a: argparse.Namespace) -> None:
     """One writer process of the concurrency bar."""
-    from memory.documents import experience_text
-    from memory.store import Store
+    from skillbase.memory.documents import experience_text
+    from skillbase.memory.store import Store
 
     settings = Settings.from_env(env={}, home=Path(a.home), chroma_url=a.url or None)
     store = Store.open(settings)
@@ -581,7 +581,7 @@ def run_concurrency(args, workdir: Path, url: str | None, reps_to_run=None, into
             ids = json.loads((out / f"ids-{w}.json").read_text())
             for k in expected:
                 expected[k] += ids[k]
-        from memory.ledger import Ledger
+        from skillbase.memory.ledger import Ledger
 
         led = Ledger.open(home / "ledger.sqlite3")
         present_a = len(led.get_attempts(expected["attempts"]))
@@ -620,7 +620,7 @@ def run_concurrency(args, workdir: Path, url: str | None, reps_to_run=None, into
 
 
 def crasher_main(a: argparse.Namespace) -> None:
-    from memory.store import Store
+    from skillbase.memory.store import Store
 
     store = Store.open(Settings.from_env(env={}, home=Path(a.home), chroma_url=a.url or None))
     for atts, exps in generate(10**9, 10**9, seed=a.writer, batch=a.n):
@@ -631,7 +631,7 @@ def crasher_main(a: argparse.Namespace) -> None:
 
 
 def run_crash(args, workdir: Path) -> dict:
-    from memory.store import Store
+    from skillbase.memory.store import Store
 
     home = workdir / "crash"
     shutil.rmtree(home, ignore_errors=True)
@@ -690,8 +690,8 @@ def run_scale(args, workdir: Path, on_checkpoint=None) -> dict:
     """Ingest the synthetic corpus in batches; at each checkpoint (and at the
     end) measure everything on the store as it stands and hand the figures
     to ``on_checkpoint``, so a run cut short still reports its largest size."""
-    from memory.embeddings import Embedder
-    from memory.store import Store
+    from skillbase.memory.embeddings import Embedder
+    from skillbase.memory.store import Store
 
     home = workdir / "scale"
     shutil.rmtree(home, ignore_errors=True)
@@ -740,7 +740,7 @@ def run_scale(args, workdir: Path, on_checkpoint=None) -> dict:
 def _sample_texts(store, sample_docs: list, rng: random.Random, atts, exps) -> None:
     # The texts the model-alone ceiling is measured on: drawn from the very
     # records ingested, as the store embedded them (same token limits).
-    from memory.documents import attempt_doc, experience_doc
+    from skillbase.memory.documents import attempt_doc, experience_doc
 
     for a in rng.sample(atts, min(len(atts), 12)):
         sample_docs.append(attempt_doc(store.ledger.validate_attempt(a)))
@@ -750,8 +750,8 @@ def _sample_texts(store, sample_docs: list, rng: random.Random, atts, exps) -> N
 
 def _measure_scale(store, embedder, st: dict, args, rng: random.Random, home: Path) -> dict:
     """Every scale figure for the store as it stands now."""
-    from memory.embeddings import Embedder
-    from memory.indexer import embed_docs
+    from skillbase.memory.embeddings import Embedder
+    from skillbase.memory.indexer import embed_docs
 
     n_a, n_e, ingest_s = st["n_a"], st["n_e"], st["ingest_s"]
     log(f"checkpoint at {n_a} attempts + {n_e} experiences ({ingest_s:.0f} s of ingest)")
@@ -806,8 +806,8 @@ def _measure_scale(store, embedder, st: dict, args, rng: random.Random, home: Pa
 def measure_existing(args, home: Path) -> dict:
     """The query, cold-open and disk figures of a store built earlier (for
     example the 100k-attempt store of benchmarks/retrieval_eval.py)."""
-    from memory.embeddings import Embedder
-    from memory.store import Store
+    from skillbase.memory.embeddings import Embedder
+    from skillbase.memory.store import Store
     from skillbase.config import Settings
 
     if not (home / "ledger.sqlite3").exists():
@@ -829,7 +829,7 @@ def measure_existing(args, home: Path) -> dict:
 
 def query_bench(store, args) -> dict:
     """Filtered top-10 searches and graph queries, p50/p95 in ms."""
-    from memory.vectors import OVERFETCH
+    from skillbase.memory.vectors import OVERFETCH
 
     rng = random.Random(11)
     fams = list(FAMILY_PLAN)
@@ -912,7 +912,7 @@ import time, sys, json
 t0 = time.monotonic()
 from pathlib import Path
 from skillbase.config import Settings
-from memory.store import Store
+from skillbase.memory.store import Store
 t1 = time.monotonic()
 store = Store.open(Settings.from_env(env={}, home=Path(sys.argv[1])))
 t2 = time.monotonic()

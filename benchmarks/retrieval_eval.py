@@ -191,7 +191,7 @@ def synthetic_lessons() -> list[Experience]:
 
 
 def build_eval_store(home: Path, embedder, tasks: dict[str, TaskInfo]):
-    from memory.store import Store
+    from skillbase.memory.store import Store
 
     shutil.rmtree(home, ignore_errors=True)
     store = Store.open(Settings.from_env(env={}, home=home), embedder=embedder)
@@ -280,8 +280,8 @@ def metrics(ranked: list[str], rel: dict[str, int]) -> dict[str, float]:
 def forget_query_embedding(retriever, args: dict) -> None:
     """Drop the cached embedding of the text recall will embed, so the timed
     call pays for the model like a new query would."""
-    from memory.documents import TEXT_MAX_TOKENS
-    from retrievers.query import build_query
+    from skillbase.memory.documents import TEXT_MAX_TOKENS
+    from skillbase.retrievers.query import build_query
 
     info = args.get("task")
     q = build_query(text=args.get("text"), task=info, source=args.get("source"), report=args.get("report"),
@@ -312,8 +312,8 @@ def gated_vector(retriever, args: dict, k: int):
     """KernelSkill-style anchor: vector kNN, then skills the gate rules out
     are dropped and demoted ones multiplied by the gate factor."""
     res = retriever.recall(**args, k=max(3 * k, 30), mode="vector")
-    from retrievers.query import build_query
-    from retrievers.gate import gate
+    from skillbase.retrievers.query import build_query
+    from skillbase.retrievers.gate import gate
 
     q = build_query(text=args.get("text"), task=args.get("task"), source=args.get("source"), report=args.get("report"),
                     arch=args.get("arch"), matcher=retriever.catalog.matcher)
@@ -366,10 +366,10 @@ class LedgerStore:
     attempts would otherwise cost minutes of embedding on 2 cores)."""
 
     def __init__(self, path: Path):
-        import seeds
-        from memory.graph import ReasoningGraph
-        from memory.ledger import Ledger
-        from memory.techniques import load_seed_techniques
+        from skillbase import seeds
+        from skillbase.memory.graph import ReasoningGraph
+        from skillbase.memory.ledger import Ledger
+        from skillbase.memory.techniques import load_seed_techniques
 
         self.ledger = Ledger.open(path, seed_techniques=load_seed_techniques(seeds.TECHNIQUES_FILE))
         self._graph = ReasoningGraph(self.ledger.store_id)
@@ -407,7 +407,7 @@ class LedgerStore:
 
 def ledger_retriever(home: Path, evidence_except: set[str] | None = frozenset()):
     """A ledger-only store with the seed skills (evidence as in ``seed_skills``) and its retriever."""
-    from retrievers.retriever import Retriever
+    from skillbase.retrievers.retriever import Retriever
 
     shutil.rmtree(home, ignore_errors=True)
     home.mkdir(parents=True)
@@ -438,7 +438,7 @@ class SessionContext:
 
     @property
     def tried(self) -> set[str]:
-        from retrievers.suggest import task_memory
+        from skillbase.retrievers.suggest import task_memory
 
         mem = task_memory(self.attempts)
         return set(mem.tries) | mem.applied
@@ -491,7 +491,7 @@ class BlasterPolicy(Policy):
         g = ctx.retriever.store.graph
         stats = {v.technique: v for v in g.technique_values()}
         stats |= {v.technique: v for v in g.technique_values(family=ctx.task.family)}
-        from retrievers.suggest import task_memory
+        from skillbase.retrievers.suggest import task_memory
 
         used = task_memory(ctx.attempts).tries
         scores = {}
@@ -525,7 +525,7 @@ class BandPolicy(Policy):
         g = ctx.retriever.store.graph
         cats = {t.name: t.category for t in ctx.retriever.catalog.techniques.values()}
         stats = {v.technique: v for v in g.technique_values(family=ctx.task.family)}
-        from retrievers.suggest import task_memory
+        from skillbase.retrievers.suggest import task_memory
 
         mem = task_memory(ctx.attempts)
         total = sum(v.tries for v in stats.values()) + sum(mem.tries.values()) + 2
@@ -565,7 +565,7 @@ class GraphTPolicy(Policy):
 
     def ranked(self, ctx, k):
         g = ctx.retriever.store.graph
-        from retrievers.suggest import task_memory
+        from skillbase.retrievers.suggest import task_memory
 
         mem = task_memory(ctx.attempts)
         last = None
@@ -657,7 +657,7 @@ def eval_seed_replay(tasks: dict[str, TaskInfo], workdir: Path, quick: bool) -> 
 def candidate_techniques(retriever, task: TaskInfo) -> list[str]:
     """Techniques a policy may pick for a task: those of the skills written
     for its family (or for any family), minus stopping and correctness."""
-    from retrievers.suggest import NOT_A_SPEEDUP
+    from skillbase.retrievers.suggest import NOT_A_SPEEDUP
 
     out = set()
     for s in retriever.catalog.skills.values():
@@ -935,7 +935,7 @@ def top_up(store, n_attempts: int, n_experiences: int, batch: int = 1000):
     and attempt links remapped to the copies) until it holds ``n_attempts``
     and ``n_experiences``; each copy is indexed with its original's vector
     (see _reuse_vectors). Yields (attempts, lessons) added per batch."""
-    from memory.documents import attempt_doc, experience_doc
+    from skillbase.memory.documents import attempt_doc, experience_doc
     from skillbase.models import new_id
 
     def ids(table: str) -> list[str]:
@@ -982,8 +982,8 @@ def eval_scale(workdir: Path, embedder, n_attempts: int, cache_from: Path | None
     benchmark's generator (and the lessons it makes alongside, one per five
     attempts), plus the seed skills."""
     from benchmarks.memory_bench import FAMILY_PLAN
-    from memory.store import Store
-    from retrievers.retriever import Retriever
+    from skillbase.memory.store import Store
+    from skillbase.retrievers.retriever import Retriever
 
     home = workdir / f"scale-{n_attempts}"
     res: dict = {"attempts_planned": n_attempts, "distinct_attempts_per_pass": distinct or n_attempts}
@@ -1166,7 +1166,7 @@ def main() -> None:
     only = set(args.only or ("recall", "suggest", "scale"))
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="sb-retrieval-eval-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    from memory.embeddings import Embedder
+    from skillbase.memory.embeddings import Embedder
 
     embedder = Embedder()
     embedder.embed([f"warm up {time.time_ns()}"])  # load the weights now, not inside the first timed recall
@@ -1176,7 +1176,7 @@ def main() -> None:
     if "recall" in only:
         log("building the evaluation store")
         store = build_eval_store(workdir / "eval", embedder, tasks)
-        from retrievers.retriever import Retriever
+        from skillbase.retrievers.retriever import Retriever
 
         retriever = Retriever(store, Settings.from_env(env={}, home=workdir / "eval"))
         dev = load_dev(tasks)

@@ -35,8 +35,8 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from memory.store import Store  # noqa: E402
-from seeds import EXPERIENCES_FILE, SKILLS_DIR, TASKS_DIR  # noqa: E402
+from skillbase.memory.store import Store  # noqa: E402
+from skillbase.seeds import EXPERIENCES_FILE, SKILLS_DIR, TASKS_DIR  # noqa: E402
 from skillbase.config import Settings  # noqa: E402
 from skillbase.models import BenchReport, Evidence, Experience, content_hash  # noqa: E402
 

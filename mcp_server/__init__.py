@@ -16,8 +16,8 @@ __all__ = ["build_server", "serve"]
 
 
 def build_server(*args, **kwargs):
-    """See ``mcp_server.server.build_server``."""
-    from mcp_server.server import build_server as build
+    """See ``skillbase.mcp_server.server.build_server``."""
+    from skillbase.mcp_server.server import build_server as build
 
     return build(*args, **kwargs)
 
@@ -30,8 +30,8 @@ def serve(transport: Literal["stdio", "http"] = "stdio", *, host: str = "127.0.0
     ``settings.http_token`` (SKILLBASE_TOKEN); a non-loopback ``host`` without one is
     refused before anything starts.
     """
-    from mcp_server.http import serve_http
-    from mcp_server.server import build_server as build
+    from skillbase.mcp_server.http import serve_http
+    from skillbase.mcp_server.server import build_server as build
     from skillbase.api import SkillBase
     from skillbase.config import Settings
 

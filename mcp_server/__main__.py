@@ -1,6 +1,6 @@
-"""``python -m mcp_server``: the same as ``skillbase serve`` (stdio unless told otherwise)."""
+"""``python -m skillbase.mcp_server``: the same as ``skillbase serve`` (stdio unless told otherwise)."""
 
-from skillbase.cli import main
+from skillbase.console import main
 
 if __name__ == "__main__":
     main(["serve", *__import__("sys").argv[1:]])

@@ -2,7 +2,7 @@
 over one ``SkillBase``. Nothing here decides anything; it translates.
 
     from skillbase import SkillBase
-    from mcp_server.server import build_server
+    from skillbase.mcp_server.server import build_server
 
     sb = SkillBase()
     server = build_server(sb)          # an mcp MCPServer; server.run() serves stdio
@@ -29,8 +29,8 @@ from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetad
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import ConfigDict
 
-import skillbase
-from mcp_server.prompts import INSTRUCTIONS, optimize_kernel_prompt
+from skillbase.version import __version__
+from skillbase.mcp_server.prompts import INSTRUCTIONS, optimize_kernel_prompt
 from skillbase.errors import NotFound, SkillbaseError
 from skillbase.tools import TOOLS, CallContext, Progress, ToolSpec
 
@@ -142,7 +142,7 @@ def build_server(sb: skillbase.SkillBase, *, workspace: str | Path | None = None
             threading.Thread(target=_warm, args=(sb,), name="skillbase-warm-up", daemon=True).start()
         yield
 
-    server = MCPServer("skillbase", title="skillbase", version=skillbase.__version__, instructions=INSTRUCTIONS,
+    server = MCPServer("skillbase", title="skillbase", version=__version__, instructions=INSTRUCTIONS,
                        log_level="WARNING", tools=[_tool(spec, sb, root) for spec in TOOLS], lifespan=lifespan)
     _add_resources(server, sb)
     server.prompt(name="optimize-kernel", title="Optimize a GPU kernel",

@@ -1,7 +1,7 @@
 """skillbase's memory: a SQLite ledger (the truth), a chroma vector index and a
 networkx reasoning graph derived from it, kept consistent by ``Store``.
 
-    from memory import Store
+    from skillbase.memory import Store
     store = Store.open(settings)
 """
 
@@ -15,19 +15,19 @@ __all__ = ["Store", "Hit", "TechniqueValue", "StoreStats"]
 def __getattr__(name: str) -> Any:
     # Lazy, so `import memory.ledger` does not pay for chromadb and networkx.
     if name == "Store":
-        from memory.store import Store
+        from skillbase.memory.store import Store
 
         return Store
     if name == "Hit":
-        from memory.vectors import Hit
+        from skillbase.memory.vectors import Hit
 
         return Hit
     if name == "TechniqueValue":
-        from memory.graph import TechniqueValue
+        from skillbase.memory.graph import TechniqueValue
 
         return TechniqueValue
     if name == "StoreStats":
-        from memory.records import StoreStats
+        from skillbase.memory.records import StoreStats
 
         return StoreStats
     raise AttributeError(f"module 'memory' has no attribute {name!r}")

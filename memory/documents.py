@@ -22,7 +22,7 @@ from typing import Any
 
 from skillbase.models import Attempt, Experience, Skill
 
-from memory.embeddings import kernel_excerpt, summarize_source
+from skillbase.memory.embeddings import kernel_excerpt, summarize_source
 
 COLLECTIONS = ("experiences", "skills", "attempts")
 

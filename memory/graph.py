@@ -41,7 +41,7 @@ from typing import Any
 import networkx as nx
 from pydantic import BaseModel, Field
 
-from memory.records import Change
+from skillbase.memory.records import Change
 
 SNAPSHOT_FORMAT = 1
 SUCCESS_GAIN = 1.02  # a step "succeeds" when it is at least 2% faster

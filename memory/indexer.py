@@ -13,11 +13,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from memory.documents import IndexDoc, attempt_doc, experience_doc, skill_doc
-from memory.embeddings import Embedder
-from memory.ledger import Ledger
-from memory.records import Change
-from memory.vectors import VectorIndex
+from skillbase.memory.documents import IndexDoc, attempt_doc, experience_doc, skill_doc
+from skillbase.memory.embeddings import Embedder
+from skillbase.memory.ledger import Ledger
+from skillbase.memory.records import Change
+from skillbase.memory.vectors import VectorIndex
 
 INDEXED = ("attempt", "experience", "skill")
 _COLLECTION = {"attempt": "attempts", "experience": "experiences", "skill": "skills"}

@@ -20,9 +20,9 @@ from pydantic import ValidationError
 from skillbase.errors import InvalidInput
 from skillbase.models import Attempt, Experience, Feedback, SkillVersion, Technique
 
-from memory.ledger import Ledger
-from memory.records import TaskRecord, parse_signature
-from memory.techniques import Vocabulary
+from skillbase.memory.ledger import Ledger
+from skillbase.memory.records import TaskRecord, parse_signature
+from skillbase.memory.techniques import Vocabulary
 
 FORMAT = "skillbase-memory"
 FORMAT_VERSION = 1

@@ -22,9 +22,9 @@ from typing import Any
 from skillbase.errors import InvalidInput, LimitExceeded, NotFound, StoreError, UnknownTechnique
 from skillbase.models import Attempt, Experience, Feedback, Skill, SkillVersion, TaskInfo, Technique, content_hash, utcnow
 
-from memory.records import Change, TaskRecord, check_finite, parse_signature, sort_time
-from memory.schema import migrate, read_version
-from memory.techniques import Vocabulary, technique_key
+from skillbase.memory.records import Change, TaskRecord, check_finite, parse_signature, sort_time
+from skillbase.memory.schema import migrate, read_version
+from skillbase.memory.techniques import Vocabulary, technique_key
 
 _ATTEMPT_COLUMNS = (
     "id, task, task_signature, family, dtype, regime, source_hash, language, parent_id, verdict, "

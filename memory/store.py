@@ -33,17 +33,17 @@ from skillbase.models import (
     Attempt, BenchReport, CompileReport, Experience, Feedback, Skill, SkillVersion, TaskInfo, Technique, content_hash,
 )
 
-import seeds
-from memory import indexer
-from memory.documents import COLLECTIONS, TEXT_MAX_TOKENS, IndexDoc, attempt_doc, experience_doc
-from memory.embeddings import DEFAULT_MODEL_NAME, Embedder
-from memory.filters import validate_where
-from memory.graph import ReasoningGraph, snapshot_seq_of
-from memory.jsonl import export_jsonl, import_jsonl
-from memory.ledger import Ledger
-from memory.records import Change, StoreStats, TaskRecord, parse_signature
-from memory.techniques import load_seed_techniques
-from memory.vectors import Hit, MemoryIndexWarning, VectorIndex, chroma_failure
+from skillbase import seeds
+from skillbase.memory import indexer
+from skillbase.memory.documents import COLLECTIONS, TEXT_MAX_TOKENS, IndexDoc, attempt_doc, experience_doc
+from skillbase.memory.embeddings import DEFAULT_MODEL_NAME, Embedder
+from skillbase.memory.filters import validate_where
+from skillbase.memory.graph import ReasoningGraph, snapshot_seq_of
+from skillbase.memory.jsonl import export_jsonl, import_jsonl
+from skillbase.memory.ledger import Ledger
+from skillbase.memory.records import Change, StoreStats, TaskRecord, parse_signature
+from skillbase.memory.techniques import load_seed_techniques
+from skillbase.memory.vectors import Hit, MemoryIndexWarning, VectorIndex, chroma_failure
 
 log = logging.getLogger("skillbase.memory")
 

@@ -2,7 +2,7 @@
 
 Collections ``experiences``, ``skills`` and ``attempts`` hold our own
 embeddings (chroma never loads a model) and the metadata listed in
-``memory.documents``. An embedded ``PersistentClient`` under
+``skillbase.memory.documents``. An embedded ``PersistentClient`` under
 ``settings.chroma_dir`` by default; a chroma server when
 ``settings.chroma_url`` is set (its collections are prefixed with the store id,
 so several stores can share one server).
@@ -47,8 +47,8 @@ from pydantic import BaseModel, Field
 from skillbase.config import Settings
 from skillbase.errors import InvalidInput, StoreError
 
-from memory.documents import COLLECTIONS, IndexDoc
-from memory.filters import matches
+from skillbase.memory.documents import COLLECTIONS, IndexDoc
+from skillbase.memory.filters import matches
 
 log = logging.getLogger("skillbase.memory")
 

@@ -1,7 +1,7 @@
 """skillbase's retrievers: from "this task, this candidate, this profile" to the
 few skills, experiences and next techniques worth reading.
 
-    from retrievers import Retriever
+    from skillbase.retrievers import Retriever
     retriever = Retriever(store, settings)
     result = retriever.recall(task=info, source=src, report=report, arch="sm_90")
     nexts = retriever.suggest(task=info, attempts=attempts)
@@ -22,19 +22,19 @@ __all__ = ["Retriever", "build_query", "code_features", "gate"]
 def __getattr__(name: str) -> Any:
     # Lazy, so `import retrievers.features` does not pull in chromadb or bm25s.
     if name == "Retriever":
-        from retrievers.retriever import Retriever
+        from skillbase.retrievers.retriever import Retriever
 
         return Retriever
     if name == "build_query":
-        from retrievers.query import build_query
+        from skillbase.retrievers.query import build_query
 
         return build_query
     if name == "code_features":
-        from retrievers.features import code_features
+        from skillbase.retrievers.features import code_features
 
         return code_features
     if name == "gate":
-        from retrievers.gate import gate
+        from skillbase.retrievers.gate import gate
 
         return gate
     raise AttributeError(f"module 'retrievers' has no attribute {name!r}")

@@ -14,7 +14,7 @@ from collections import OrderedDict
 
 from skillbase.models import Experience, Skill, Technique
 
-from retrievers.query import TechniqueMatcher
+from skillbase.retrievers.query import TechniqueMatcher
 
 EXPERIENCE_CACHE = 4096
 # Aliases that usually name a data type or something else, not the technique.

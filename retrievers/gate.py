@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from skillbase.models import CODE_FEATURES, Skill, arch_number
 
-from retrievers.query import Query
+from skillbase.retrievers.query import Query
 
 DEMOTE_FAMILY = 0.3
 DEMOTE_DTYPE = 0.4

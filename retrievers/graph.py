@@ -1,7 +1,7 @@
 """Graph retrieval: from what the query is (task class, bottleneck, arch) to
 the techniques worth most there, and the skills and experiences attached.
 
-1. ``technique_beliefs``: a posterior per technique (``retrievers.values``)
+1. ``technique_beliefs``: a posterior per technique (``skillbase.retrievers.values``)
    from the reasoning graph's measured steps, with the gated skills as prior.
 2. Skills are ranked by the best belief among their techniques (their first,
    main technique counting most), times their gate factor.
@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import math
 
-from retrievers.catalog import Catalog
-from retrievers.gate import GateResult, gate
-from retrievers.hits import Hit
-from retrievers.query import Query, family_affinity
-from retrievers.values import GATED_PRIOR, SKILL_PRIOR, Posterior, posteriors
+from skillbase.retrievers.catalog import Catalog
+from skillbase.retrievers.gate import GateResult, gate
+from skillbase.retrievers.hits import Hit
+from skillbase.retrievers.query import Query, family_affinity
+from skillbase.retrievers.values import GATED_PRIOR, SKILL_PRIOR, Posterior, posteriors
 
 TOP_TECHNIQUES = 10
 STOP = "roofline-stop"

@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 
 from skillbase.models import Evidence, RecallItem
 
-from retrievers.gate import GateResult
-from retrievers.hits import Hit
-from retrievers.query import Query, family_affinity
-from retrievers.values import Posterior
+from skillbase.retrievers.gate import GateResult
+from skillbase.retrievers.hits import Hit
+from skillbase.retrievers.query import Query, family_affinity
+from skillbase.retrievers.values import Posterior
 
 RRF_K = 5  # small pools (tens of items): the top ranks must count
 WEIGHTS = {"vector": 1.0, "lexical": 1.0, "graph": 1.0}

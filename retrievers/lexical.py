@@ -30,9 +30,9 @@ from filelock import FileLock
 
 from skillbase.models import Attempt, Experience, Skill
 
-from memory.filters import matches
-from retrievers.features import _notable
-from retrievers.tokens import tokenize
+from skillbase.memory.filters import matches
+from skillbase.retrievers.features import _notable
+from skillbase.retrievers.tokens import tokenize
 
 log = logging.getLogger("skillbase.retrievers")
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field, replace
 from skillbase.errors import InvalidInput
 from skillbase.models import BenchReport, CodeFeatures, TaskInfo, Technique, arch_number
 
-from retrievers.features import MAX_ANALYZED_BYTES, analyze_source
-from retrievers.tokens import BOTTLENECK_WORDS, DTYPE_WORDS, FAMILY_WORDS, first_match
+from skillbase.retrievers.features import MAX_ANALYZED_BYTES, analyze_source
+from skillbase.retrievers.tokens import BOTTLENECK_WORDS, DTYPE_WORDS, FAMILY_WORDS, first_match
 
 MAX_TEXT_CHARS = 4_000
 EMBED_CHARS = 1_200  # what the embedding sees of the query (about 256 word pieces)

@@ -18,17 +18,17 @@ from skillbase.config import Settings
 from skillbase.errors import InvalidInput, NotFound
 from skillbase.models import Attempt, BenchReport, RecallItem, RecallResult, Suggestion, TaskInfo, Tolerance
 
-from retrievers import hybrid
-from retrievers.catalog import Catalog
-from retrievers.gate import GateResult
-from retrievers.graph import GraphRetriever
-from retrievers.hits import KINDS, Hit
-from retrievers.lexical import LexicalRetriever
-from retrievers.query import Query, build_query
-from retrievers.suggest import RULES, default_seed, rank, suggestions, task_memory
-from retrievers.tokens import tokenize
-from retrievers.values import Posterior
-from retrievers.vector import DEFAULT_WHERE, VectorRetriever
+from skillbase.retrievers import hybrid
+from skillbase.retrievers.catalog import Catalog
+from skillbase.retrievers.gate import GateResult
+from skillbase.retrievers.graph import GraphRetriever
+from skillbase.retrievers.hits import KINDS, Hit
+from skillbase.retrievers.lexical import LexicalRetriever
+from skillbase.retrievers.query import Query, build_query
+from skillbase.retrievers.suggest import RULES, default_seed, rank, suggestions, task_memory
+from skillbase.retrievers.tokens import tokenize
+from skillbase.retrievers.values import Posterior
+from skillbase.retrievers.vector import DEFAULT_WHERE, VectorRetriever
 
 MODES = ("hybrid", "vector", "lexical", "graph")
 MAX_K = 50

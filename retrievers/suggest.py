@@ -1,7 +1,7 @@
 """Next techniques to try on a task: a Bayesian bandit over technique values.
 
 Each candidate technique has a Normal posterior on its log-speedup in the
-task's context (``retrievers.values``: measured steps of the reasoning graph,
+task's context (``skillbase.retrievers.values``: measured steps of the reasoning graph,
 shrunk across task class, family and everything, with the skills that apply as
 the cold-start prior). The attempts already made on this task are short-term
 memory:
@@ -36,8 +36,8 @@ from dataclasses import dataclass, field
 
 from skillbase.models import Attempt, Suggestion
 
-from retrievers.gate import GateResult
-from retrievers.values import NOISE_VAR, Posterior
+from skillbase.retrievers.gate import GateResult
+from skillbase.retrievers.values import NOISE_VAR, Posterior
 
 RULES = ("ei", "thompson", "ucb")
 NOT_A_SPEEDUP = {"roofline-stop", "masking"}  # stopping and correctness, not steps that make a kernel faster

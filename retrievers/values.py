@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from memory.graph import TechniqueValue
+from skillbase.memory.graph import TechniqueValue
 
 ROOT_PRIOR = (0.0, 0.09)  # mean, variance of a technique's log-gain before any evidence (sd 0.3: x0.74-x1.35)
 LEVEL_VAR = 0.03  # how far a task class, bottleneck state or arch may stray from its parent context (sd 0.17)

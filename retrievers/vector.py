@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from retrievers.hits import Hit, combine_where
-from retrievers.query import Query
+from skillbase.retrievers.hits import Hit, combine_where
+from skillbase.retrievers.query import Query
 
 COLLECTION = {"skill": "skills", "experience": "experiences", "attempt": "attempts"}
 DEFAULT_WHERE: dict[str, dict[str, Any] | None] = {

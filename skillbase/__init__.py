@@ -1,18 +1,20 @@
 """skillbase: compile, verify and benchmark GPU kernels, and remember what worked.
 
-``from skillbase import SkillBase`` is the Python API. The import is lazy so
-that the toolchain's worker processes, which import ``skillbase.toolchain``,
-never load the memory layer (chromadb, sentence-transformers).
+``from skillbase import SkillBase`` is the Python API: the facade of
+``skillbase.api`` plus the reference agent's ``optimize`` and ``distill``
+(``skillbase.agent.facade``). The import is lazy so that the toolchain's worker
+processes, which import ``skillbase.toolchain``, never load the memory layer
+(chromadb, sentence-transformers).
 """
 
-__version__ = "0.1.0"
+from skillbase.version import __version__
 
 __all__ = ["SkillBase", "Settings", "__version__"]
 
 
 def __getattr__(name: str):
     if name == "SkillBase":
-        from skillbase.api import SkillBase
+        from skillbase.agent.facade import SkillBase
 
         return SkillBase
     if name == "Settings":

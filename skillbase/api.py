@@ -1,6 +1,10 @@
 """SkillBase: the one facade over the toolchain, the memory, the retrievers and the
 skill library. The CLI, the MCP server and the agent call this and nothing else.
 
+The reference agent sits above this layer: ``skillbase.SkillBase`` (defined in
+``skillbase.agent.facade``) is this class plus ``optimize`` and ``distill``; the faces
+use this one, so nothing here imports the agent.
+
     from skillbase import SkillBase
 
     with SkillBase() as sb:                       # store at $SKILLBASE_HOME (~/.skillbase)
@@ -22,7 +26,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-import seeds
+from skillbase import seeds
 from skillbase import skills as skill_ops
 from skillbase.config import Settings
 from skillbase.errors import InvalidInput, LimitExceeded, NotFound
@@ -69,7 +73,7 @@ class SkillBase:
         """The Store: ledger, vector index and reasoning graph."""
         with self._parts_lock:
             if self._store is None:
-                from memory.store import Store
+                from skillbase.memory.store import Store
 
                 self._store = Store.open(self.settings)
             return self._store
@@ -79,7 +83,7 @@ class SkillBase:
         """Recall and next-technique suggestions over the Store."""
         with self._parts_lock:
             if self._retriever is None:
-                from retrievers.retriever import Retriever
+                from skillbase.retrievers.retriever import Retriever
 
                 self._retriever = Retriever(self.memory, self.settings)
             return self._retriever
@@ -349,27 +353,6 @@ class SkillBase:
     def reindex(self) -> int:
         """Rebuild the vector index and the graph from the ledger; returns records indexed."""
         return self.memory.reindex()
-
-    # -- the reference agent (skillbase.agent; the anthropic SDK loads only when called) ----
-
-    def optimize(self, task: str | TaskInfo, *, model: str | None = None, budget: Any = 5, device: str = "auto",
-                 session: str | None = None, progress: Callable[[Any], None] | None = None, **options: Any):
-        """Optimize ``task`` with the reference agent (Messages API tool use over the same tools
-        as the MCP server); returns an ``OptimizeResult``. ``budget`` is a round count or a
-        ``skillbase.agent.Budget``. Needs ANTHROPIC_API_KEY (ConfigError otherwise)."""
-        from skillbase.agent.loop import optimize
-
-        name = task.name if isinstance(task, TaskInfo) else task
-        return optimize(self, name, model=model, budget=budget, device=device, session=session, progress=progress,
-                        **options)
-
-    def distill(self, since: Any = None, *, model: str | None = None, progress: Callable[[Any], None] | None = None,
-                **options: Any):
-        """Turn attempts and lessons newer than ``since`` (default: the last distill run) into
-        experiences and draft skills awaiting curation; returns a ``DistillResult``."""
-        from skillbase.agent.distillation import distill
-
-        return distill(self, since=since, model=model, progress=progress, **options)
 
     # -- helpers ----------------------------------------------------------------------
 

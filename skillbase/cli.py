@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import getpass
 import json
-import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional
@@ -201,7 +200,7 @@ def serve(ctx: typer.Context,
               help="Workspace: task and solution paths in tool calls must lie inside it (default: here).")] = None,
           ) -> None:
     """Run the MCP server (stdio by default; streamable HTTP with --transport http)."""
-    from mcp_server import serve as serve_mcp
+    from skillbase.mcp_server import serve as serve_mcp
     from skillbase.config import Settings
 
     if transport not in ("stdio", "http"):
@@ -695,34 +694,3 @@ def memory_reindex(ctx: typer.Context, as_json: Json = False) -> None:
     """Rebuild the vector index and the graph from the ledger."""
     run(as_json, lambda: {"indexed": with_spinner("reindexing", _sb(ctx).reindex)},
         lambda r: out.print(f"indexed {r['indexed']} records"))
-
-
-# ---------------------------------------------------------------------------
-# The reference agent's commands, when that package is installed
-# ---------------------------------------------------------------------------
-
-
-def _register_agent_commands() -> None:
-    try:
-        from skillbase.agent.cli import register_agent_commands
-    except ModuleNotFoundError as e:
-        if e.name not in ("skillbase.agent.cli", "skillbase.agent"):
-            raise
-        return
-    register_agent_commands(app)
-
-
-_register_agent_commands()
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    """The ``skillbase`` console script."""
-    import os
-
-    # Model-loading progress bars on stderr say nothing a user can act on.
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    app(args=list(argv) if argv is not None else None, prog_name="skillbase")
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])

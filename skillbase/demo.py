@@ -24,8 +24,8 @@ from mcp_types import Implementation
 from pydantic import BaseModel, Field
 from rich.console import Console
 
-import seeds
-import skillbase
+from skillbase import seeds
+from skillbase.version import __version__
 from skillbase.config import Settings
 from skillbase.errors import SkillbaseError
 
@@ -100,7 +100,7 @@ async def _session(settings: Settings, t: DemoTranscript, console: Console) -> N
     with open(log_path, "w") as errlog:
         async with stdio_client(_server_params(settings), errlog=errlog) as (read, write):
             async with ClientSession(read, write, client_info=Implementation(
-                    name="skillbase-demo", version=skillbase.__version__)) as session:
+                    name="skillbase-demo", version=__version__)) as session:
                 init = await session.initialize()
                 listed = await session.list_tools()
                 t.tools = [tool.name for tool in listed.tools]

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-import seeds
+from skillbase import seeds
 from skillbase.errors import InvalidInput, NotFound
 from skillbase.models import (
     AppliesWhen, AttemptSummary, BenchmarkResult, CompileReport, Experience, Language, RecallResult, Skill,

@@ -1,6 +1,6 @@
 """``skillbase optimize`` and ``skillbase distill``: the reference agent on the command line.
 
-``skillbase.cli`` calls ``register_agent_commands(app)`` when this package is present.
+``skillbase.console`` adds these to the core CLI's app with ``register_agent_commands(app)``.
 Progress goes to stderr (a live line while waiting, one line per step), the result
 to stdout: a lineage table, or the result model's JSON with ``--json``.
 """
@@ -70,6 +70,7 @@ def optimize_command(
 ) -> None:
     """Optimize a task with the reference agent (needs ANTHROPIC_API_KEY). Exit 9 when no attempt is correct."""
     from skillbase import cli as base
+    from skillbase.agent.loop import optimize
     from skillbase.agent.options import AgentOptions, Budget
 
     device = "auto" if gpu is None else ("cuda" if gpu else "cpu")
@@ -79,7 +80,7 @@ def optimize_command(
         opts = AgentOptions.from_env(sb.settings, model=model, base_url=base_url)
         plan = Budget.of({"rounds": budget, **({"tokens": tokens} if tokens else {})})
         with ProgressView(base.err) as view:
-            return sb.optimize(task, budget=plan, device=device, session=session, progress=view, options=opts)
+            return optimize(sb, task, budget=plan, device=device, session=session, progress=view, options=opts)
 
     base.run(as_json, work, render_optimize)
 
@@ -117,13 +118,14 @@ def distill_command(
 ) -> None:
     """Turn new attempts and lessons into experiences and draft skills awaiting curation (needs ANTHROPIC_API_KEY)."""
     from skillbase import cli as base
+    from skillbase.agent.distillation import distill
     from skillbase.agent.options import AgentOptions
 
     def work():
         sb = base._sb(ctx)
         opts = AgentOptions.from_env(sb.settings, model=model, base_url=base_url)
         with ProgressView(base.err) as view:
-            return sb.distill(since, progress=view, options=opts)
+            return distill(sb, since=since, progress=view, options=opts)
 
     base.run(as_json, work, render_distill)
 

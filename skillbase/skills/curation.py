@@ -36,7 +36,7 @@ from skillbase.skills.files import SKILL_FILE, check_files
 from skillbase.skills.markdown import read_skill_dir
 
 if TYPE_CHECKING:
-    from memory.store import Store
+    from skillbase.memory.store import Store
     from skillbase.toolchain.facade import Toolchain
 
 EDITABLE_FIELDS = ("description", "techniques", "applies_when", "languages", "expected_effect", "pitfalls",

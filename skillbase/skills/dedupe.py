@@ -20,7 +20,7 @@ import numpy as np
 from skillbase.models import Record, Skill
 
 if TYPE_CHECKING:
-    from memory.store import Store
+    from skillbase.memory.store import Store
 
 # Mean of description and body cosine similarity (all-MiniLM-L6-v2). Measured on the 40 distinct seed
 # skills: at most 0.75 for any pair; a reworded copy of a seed with the same body: 0.87-0.88.
@@ -44,7 +44,7 @@ class DuplicateProposal(Record):
 
 def _vectors(store: "Store", skills: list[Skill]) -> tuple[np.ndarray, np.ndarray]:
     """Unit embeddings of the descriptions and of the bodies (the store's embedding cache keeps them)."""
-    from memory.documents import TEXT_MAX_TOKENS
+    from skillbase.memory.documents import TEXT_MAX_TOKENS
 
     d = store.embedder.embed([s.description for s in skills], max_tokens=TEXT_MAX_TOKENS)
     b = store.embedder.embed([s.body or s.description for s in skills], max_tokens=TEXT_MAX_TOKENS)

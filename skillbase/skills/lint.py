@@ -54,7 +54,7 @@ from skillbase.skills.files import SKILL_FILE, check_relative_path, write_folder
 from skillbase.skills.markdown import EXAMPLE_FILE_KEYS, SkillFormatError, is_builtin_task_ref, read_skill_file
 
 if TYPE_CHECKING:
-    from memory.store import Store
+    from skillbase.memory.store import Store
     from skillbase.toolchain.facade import Toolchain
 
 SECTIONS = ("When to use it", "The idea", "Steps", "Example", "How to check it worked")
@@ -421,8 +421,8 @@ def _judge_compile(job: _Job, report: Any, arch: str, nvcc: bool) -> None:
 def _technique_lookup(store: "Store | None") -> Callable[[str], str]:
     if store is not None:
         return store.canonical_technique
-    import seeds
-    from memory.techniques import Vocabulary, load_seed_techniques
+    from skillbase import seeds
+    from skillbase.memory.techniques import Vocabulary, load_seed_techniques
 
     return Vocabulary(load_seed_techniques(seeds.TECHNIQUES_FILE)).canonical
 

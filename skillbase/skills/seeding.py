@@ -18,7 +18,7 @@ from skillbase.skills.files import SKILL_FILE
 from skillbase.skills.markdown import read_skill_dir
 
 if TYPE_CHECKING:
-    from memory.store import Store
+    from skillbase.memory.store import Store
 
 SEED_AUTHOR = "skillbase-seeds"
 
@@ -49,12 +49,12 @@ def _latest_author(store: "Store", name: str) -> str | None:
 
 def seed_skills(store: "Store", seeds_dir: Path | None = None, *, author: str = SEED_AUTHOR) -> SeedReport:
     """Store every seed skill (default: the packaged ``seeds/skills``); see the module docstring."""
-    from memory.documents import TEXT_MAX_TOKENS, skill_text
+    from skillbase.memory.documents import TEXT_MAX_TOKENS, skill_text
 
     from skillbase.skills.curation import prepare
 
     if seeds_dir is None:
-        import seeds
+        from skillbase import seeds
 
         seeds_dir = seeds.SKILLS_DIR
     skills = [prepare(store, s) for s in load_seed_skills(seeds_dir, max_bytes=store.settings.max_source_bytes)]

@@ -58,7 +58,7 @@ class TaskModule:
 
 def builtin_dir() -> Path:
     """Directory of the built-in tasks (``seeds/tasks``)."""
-    from seeds import TASKS_DIR
+    from skillbase.seeds import TASKS_DIR
 
     return TASKS_DIR
 

@@ -20,7 +20,7 @@ MODEL = "claude-sonnet-4-6"
 def sb(tmp_path_factory):
     """A SkillBase over a fresh, unseeded store (the technique vocabulary only). Tests that
     read it back filter by their own session or by time, so they do not see each other."""
-    from skillbase.api import SkillBase
+    from skillbase import SkillBase
 
     base = SkillBase(Settings.from_env(env={}, home=tmp_path_factory.mktemp("agent") / "home"))
     yield base

@@ -37,7 +37,7 @@ def test_missing_key_is_a_clean_config_error(sb, monkeypatch):
 
 
 def test_missing_key_on_the_command_line_exits_7_without_a_traceback(tmp_path, monkeypatch):
-    from skillbase.cli import app
+    from skillbase.console import app
 
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     for command in (["optimize", "relu"], ["distill", "--json"]):
@@ -123,7 +123,7 @@ def test_gpu_without_a_gpu_fails_before_any_request(sb, options_for):
 
 
 def test_optimize_on_the_command_line_prints_json_and_exits_9_without_a_correct_attempt(tmp_path):
-    from skillbase.cli import app
+    from skillbase.console import app
 
     with MessagesServer(_quick_end()) as server:
         env = {"ANTHROPIC_API_KEY": "sk-ant-test", "ANTHROPIC_BASE_URL": server.url, "SKILLBASE_AGENT_MODEL": MODEL}

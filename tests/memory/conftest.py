@@ -21,7 +21,7 @@ CHROMA_BIN = Path(sys.executable).parent / "chroma"
 @pytest.fixture(scope="session")
 def embedder():
     """The packaged all-MiniLM-L6-v2, loaded once for the whole session."""
-    from memory.embeddings import Embedder
+    from skillbase.memory.embeddings import Embedder
 
     e = Embedder()
     e.embed(["warm up"])
@@ -102,7 +102,7 @@ def embedded_settings(tmp_path):
 @pytest.fixture
 def open_store(embedder):
     """Open a store (sharing the session's model) that is closed after the test."""
-    from memory.store import Store
+    from skillbase.memory.store import Store
 
     opened = []
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import writer_proc
-from memory.store import Store
+from skillbase.memory.store import Store
 from skillbase.config import Settings
 
 WRITERS, PER_WRITER, CHAIN = 4, 20, 5

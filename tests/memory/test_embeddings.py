@@ -2,8 +2,8 @@
 
 import numpy as np
 
-from memory.documents import ATTEMPT_MAX_TOKENS, attempt_doc
-from memory.embeddings import kernel_excerpt, summarize_source
+from skillbase.memory.documents import ATTEMPT_MAX_TOKENS, attempt_doc
+from skillbase.memory.embeddings import kernel_excerpt, summarize_source
 from memory_factories import MATMUL_SRC, SOFTMAX_SRC, attempt
 
 CUDA_SRC = '''import torch

@@ -7,11 +7,11 @@ from datetime import timedelta
 
 import pytest
 
-import seeds
-from memory.jsonl import export_jsonl, import_jsonl
-from memory.ledger import Ledger
-from memory.schema import SCHEMA_VERSION, migrate
-from memory.techniques import load_seed_techniques
+from skillbase import seeds
+from skillbase.memory.jsonl import export_jsonl, import_jsonl
+from skillbase.memory.ledger import Ledger
+from skillbase.memory.schema import SCHEMA_VERSION, migrate
+from skillbase.memory.techniques import load_seed_techniques
 from memory_factories import MATMUL_SRC, attempt, lesson
 from skillbase.errors import InvalidInput, LimitExceeded, NotFound, SchemaTooNew, StoreError, UnknownTechnique
 from skillbase.models import Feedback, Skill, Technique, content_hash, utcnow

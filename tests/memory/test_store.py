@@ -10,9 +10,9 @@ import warnings
 import pytest
 from filelock import FileLock
 
-from memory.filters import matches
-from memory.store import Store
-from memory.vectors import MemoryIndexWarning
+from skillbase.memory.filters import matches
+from skillbase.memory.store import Store
+from skillbase.memory.vectors import MemoryIndexWarning
 from memory_factories import MATMUL_SRC, attempt, lesson, report
 from skillbase.errors import InvalidInput, LimitExceeded, StoreError, UnknownTechnique
 from skillbase.models import Feedback, Skill, TaskInfo, Tolerance
@@ -107,14 +107,14 @@ def test_filter_semantics_agree_with_chroma(open_store, embedded_settings):
 
 
 def test_sparse_filters_fall_back_to_chroma_unless_told_not_to(open_store, embedded_settings, monkeypatch):
-    import memory.vectors
+    from skillbase.memory import vectors as memory_vectors
 
     store = open_store(embedded_settings())
     # 2 correct attempts among 20; the overfetch steps shrunk to 3 then 6 ids
     recorded = store.record_attempts([attempt(i, verdict="correct" if i in (4, 17) else "incorrect",
                                               ms=0.3 if i in (4, 17) else None) for i in range(20)])
     correct = {recorded[4].id, recorded[17].id}
-    monkeypatch.setattr(memory.vectors, "OVERFETCH", (3, 6))
+    monkeypatch.setattr(memory_vectors, "OVERFETCH", (3, 6))
     with store.vectors.session():
         store.vectors.ready()
         e = store.embedder.embed_one("softmax kernel")

@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from memory_factories import MATMUL_SRC, SOFTMAX_SRC, attempt, lesson  # noqa: E402
 
-from memory.store import Store  # noqa: E402
+from skillbase.memory.store import Store  # noqa: E402
 from skillbase.config import Settings  # noqa: E402
 
 TECHS = ["online-softmax", "vectorized-access", "num-warps-tuning", "block-size-tuning", "tensor-cores",

@@ -14,7 +14,7 @@ from skillbase.config import Settings
 @pytest.fixture(scope="session")
 def embedder():
     """The packaged all-MiniLM-L6-v2, loaded once for the whole session."""
-    from memory.embeddings import Embedder
+    from skillbase.memory.embeddings import Embedder
 
     e = Embedder()
     e.embed(["warm up"])
@@ -22,7 +22,7 @@ def embedder():
 
 
 def open_store(home: Path, embedder):
-    from memory.store import Store
+    from skillbase.memory.store import Store
 
     return Store.open(Settings.from_env(env={}, home=home), embedder=embedder)
 
@@ -31,7 +31,7 @@ def open_store(home: Path, embedder):
 def seed_store(tmp_path_factory, embedder):
     """A store holding the seed playbook, the technique vocabulary and the
     seeded measured experiences (what `skillbase init` writes)."""
-    import seeds
+    from skillbase import seeds
     from skillbase.skills import seed_skills
 
     store = open_store(tmp_path_factory.mktemp("seed-store") / "home", embedder)
@@ -43,7 +43,7 @@ def seed_store(tmp_path_factory, embedder):
 
 @pytest.fixture(scope="session")
 def seed_retriever(seed_store):
-    from retrievers import Retriever
+    from skillbase.retrievers import Retriever
 
     r = Retriever(seed_store, seed_store.settings)
     yield r
@@ -102,7 +102,7 @@ def world(tmp_path_factory, embedder):
 
 @pytest.fixture(scope="session")
 def world_retriever(world):
-    from retrievers import Retriever
+    from skillbase.retrievers import Retriever
 
     r = Retriever(world, world.settings)
     yield r

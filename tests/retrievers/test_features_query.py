@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from retriever_factories import task_info
-from retrievers.features import analyze_source, code_features
-from retrievers.query import MAX_TEXT_CHARS, build_query
+from skillbase.retrievers.features import analyze_source, code_features
+from skillbase.retrievers.query import MAX_TEXT_CHARS, build_query
 from skillbase.errors import InvalidInput
 from skillbase.models import BenchReport, Hardware, Roofline
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from retriever_factories import skill, task_info
-from retrievers.gate import gate
-from retrievers.query import TechniqueMatcher, build_query
+from skillbase.retrievers.gate import gate
+from skillbase.retrievers.query import TechniqueMatcher, build_query
 from skillbase.models import Technique
 
 SOFTMAX_SRC = '''import triton

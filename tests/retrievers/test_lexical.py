@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from retriever_factories import lesson
-from retrievers.lexical import LexicalRetriever
-from retrievers.tokens import tokenize
+from skillbase.retrievers.lexical import LexicalRetriever
+from skillbase.retrievers.tokens import tokenize
 
 
 def test_tokenizer_keeps_identifiers_whole_and_split():
@@ -40,8 +40,8 @@ def test_index_follows_the_ledger_and_survives_a_restart(tmp_path, embedder):
 def test_technique_lessons_follow_new_lessons(tmp_path, embedder):
     from conftest import open_store
 
-    from retrievers.catalog import Catalog
-    from retrievers.graph import GraphRetriever
+    from skillbase.retrievers.catalog import Catalog
+    from skillbase.retrievers.graph import GraphRetriever
 
     store = open_store(tmp_path / "home", embedder)
     try:

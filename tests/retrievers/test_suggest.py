@@ -91,7 +91,7 @@ def test_bad_suggest_arguments_are_clear_errors(world_retriever):
 def test_expected_improvement_values_a_try_that_is_kept_only_if_faster():
     from math import pi, sqrt
 
-    from retrievers.suggest import expected_improvement
+    from skillbase.retrievers.suggest import expected_improvement
 
     assert expected_improvement(0.0, 0.3) == pytest.approx(0.3 / sqrt(2 * pi))
     assert expected_improvement(0.5, 0.01) == pytest.approx(0.5, abs=1e-6)

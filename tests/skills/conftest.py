@@ -16,7 +16,7 @@ SEEDS = Path(__file__).resolve().parents[2] / "seeds" / "skills"
 @pytest.fixture(scope="session")
 def embedder():
     """The packaged all-MiniLM-L6-v2, loaded once."""
-    from memory.embeddings import Embedder
+    from skillbase.memory.embeddings import Embedder
 
     e = Embedder()
     e.embed(["warm up"])
@@ -34,7 +34,7 @@ def seed_skills_list():
 @pytest.fixture(scope="session")
 def seeded_store(tmp_path_factory, embedder):
     """A store holding the 40 seeds, its embedding cache warm for search and dedupe. Read-only for its users."""
-    from memory.store import Store
+    from skillbase.memory.store import Store
     from skillbase.skills.dedupe import find_duplicates
     from skillbase.skills.seeding import seed_skills
 
@@ -51,7 +51,7 @@ def seeded_store(tmp_path_factory, embedder):
 def open_store(tmp_path, embedder, seeded_store):
     """open_store(name='home') -> a fresh, empty store under tmp_path whose embedding cache starts
     as a copy of the seeded store's (so seeds are never embedded twice)."""
-    from memory.store import Store
+    from skillbase.memory.store import Store
 
     opened = []
 

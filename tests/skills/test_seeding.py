@@ -55,7 +55,7 @@ def test_seed_evidence_points_at_the_seeded_measurements(seed_skills_list):
     experience's measured gain and hardware, for the skill's main technique in a family it covers."""
     import json
 
-    import seeds
+    from skillbase import seeds
 
     lines = [json.loads(line) for line in seeds.EXPERIENCES_FILE.read_text().splitlines()[1:]]
     experiences = {x["record"]["id"]: x["record"] for x in lines if x["kind"] == "experience"}

@@ -11,7 +11,7 @@ import pytest
 from pydantic import TypeAdapter
 from typer.testing import CliRunner
 
-from skillbase.cli import app
+from skillbase.console import app
 from skillbase.demo import DemoTranscript
 from skillbase.models import AttemptSummary, RecallResult, Skill, Suggestion, TaskInfo, TaskSummary
 from skillbase.tools import anthropic_tool_definitions, markdown_reference

@@ -15,8 +15,8 @@ from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from mcp_server.http import http_app, is_loopback
-from mcp_server.server import build_server
+from skillbase.mcp_server.http import http_app, is_loopback
+from skillbase.mcp_server.server import build_server
 from skillbase.config import Settings
 from skillbase.errors import ConfigError
 

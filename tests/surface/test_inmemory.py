@@ -8,8 +8,8 @@ import pytest
 from mcp.client.client import Client
 from mcp.shared.exceptions import MCPError
 
-import seeds
-from mcp_server.server import WORK_MS_KEY, build_server
+from skillbase import seeds
+from skillbase.mcp_server.server import WORK_MS_KEY, build_server
 from skillbase.config import Settings
 from skillbase.tools import MAX_TRACEBACK_CHARS, TOOLS
 

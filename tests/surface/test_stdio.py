@@ -12,7 +12,7 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp_types import Implementation
 
-import seeds
+from skillbase import seeds
 from skillbase.config import Settings
 from skillbase.tools import TOOLS
 
