@@ -274,10 +274,15 @@ class Store:
         session: str | None = None,
         agent: str | None = None,
         notes: str = "",
+        run: str | None = None,
+        attempt_id: str | None = None,
+        created_at: datetime | None = None,
     ) -> Attempt:
         """Build (without recording) the Attempt for a benchmark report of
         ``source``; family and dtype come from ``task`` or the report's task
-        signature. Technique names are canonicalized."""
+        signature. Technique names are canonicalized. ``attempt_id`` and ``created_at``
+        fix what is otherwise fresh, so recording the same result twice is a no-op
+        (a suite run recorded again after a crash)."""
         signature = task.signature if task is not None else report.task_signature
         family, dtype, _ = parse_signature(signature)
         return Attempt(
@@ -290,7 +295,8 @@ class Store:
             speedup_vs_eager=report.speedup_vs_eager, speedup_vs_compile=report.speedup_vs_compile,
             pct_sol=report.roofline.pct_sol if report.roofline else None, bottleneck=report.bottleneck,
             hardware=report.hardware.key, arch=report.hardware.arch, toolchain=dict(report.toolchain),
-            session=session, agent=agent, notes=notes,
+            session=session, agent=agent, notes=notes, run=run,
+            **({"id": attempt_id} if attempt_id else {}), **({"created_at": created_at} if created_at else {}),
         )
 
     def record_benchmark(self, report: BenchReport, *, source: str, task: TaskInfo | None = None, **kwargs: Any) -> Attempt:

@@ -204,6 +204,21 @@ class SkillBase:
         return BenchmarkResult(attempt_id=attempt.id, report=report, parent_id=parent_id, gain_vs_parent=gain,
                                recorded=True)
 
+    def record_evaluation(self, task: str | TaskInfo, report: BenchReport, *, source: str,
+                          parent_id: str | None = None, techniques: Iterable[str] = (), session: str | None = None,
+                          agent: str | None = None, run: str | None = None, notes: str = "",
+                          attempt_id: str | None = None, created_at: Any = None) -> Attempt:
+        """Record a report evaluated elsewhere (a suite run, another host's GPU) as an attempt,
+        exactly as ``benchmark`` would have. With ``attempt_id`` and ``created_at`` given,
+        recording the same evaluation again changes nothing."""
+        info = self.task(task)
+        if report.task_signature != info.signature and report.task != info.name:
+            raise InvalidInput(f"the report is of task {report.task!r}, not {info.name!r}")
+        techs = [self.memory.canonical_technique(t) for t in techniques]
+        return self.memory.record_benchmark(report, source=source, task=info, parent_id=parent_id, techniques=techs,
+                                            session=session, agent=agent, run=run, notes=notes,
+                                            attempt_id=attempt_id, created_at=created_at)
+
     def recall(self, text: str | None = None, *, task: str | TaskInfo | None = None, source: str | None = None,
                report: BenchReport | None = None, arch: str | None = None, k: int = 5,
                kinds: tuple[str, ...] = ("skill", "experience")) -> RecallResult:

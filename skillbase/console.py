@@ -1,5 +1,5 @@
 """The ``skillbase`` console script: the core commands of ``skillbase.cli`` plus the
-commands of the drivers that sit above the API (the reference agent).
+commands of the drivers that sit above the API (the reference agent, suite runs).
 
 Registering the drivers' commands here, at the top, keeps every arrow pointing down:
 ``skillbase.cli`` never imports a driver, and a driver may reuse the CLI's plumbing.
@@ -13,8 +13,10 @@ from collections.abc import Sequence
 
 from skillbase.agent.cli import register_agent_commands
 from skillbase.cli import app
+from skillbase.suite.cli import register_suite_commands
 
 register_agent_commands(app)
+register_suite_commands(app)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

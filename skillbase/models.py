@@ -364,6 +364,7 @@ class Attempt(Record):
     toolchain: dict[str, str] = Field(default_factory=dict)
     session: str | None = None
     agent: str | None = None
+    run: str | None = Field(None, description="the suite run (run directory name) this attempt was evaluated in")
     notes: str = ""
     created_at: datetime = Field(default_factory=utcnow)
 

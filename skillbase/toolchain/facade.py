@@ -30,7 +30,7 @@ from skillbase.errors import InvalidInput, LimitExceeded, NotFound, ToolchainUna
 from skillbase.models import (BenchReport, Candidate, Check, CompileReport, CorrectnessReport, Diagnostic,
                               ErrorInfo, Hardware, TaskInfo, TimingStats)
 
-from skillbase.toolchain import roofline, tasks
+from skillbase.toolchain import roofline, shrink, tasks
 from skillbase.toolchain.cache import JsonCache, make_key, toolchain_versions
 from skillbase.toolchain.diagnostics import truncate
 from skillbase.toolchain.pool import Pool, WorkerDied
@@ -40,6 +40,8 @@ Progress = Callable[[float, str], None]
 
 TRIALS = 5
 CPU_DEFAULT_SHAPE_LIMIT = 64 * 2**20  # bytes a task without META['small'] may move on the interpreter
+# The interpreter runs every program in Python: work, not only bytes, bounds what it can check.
+CPU_FLOP_LIMIT = 2 * 10**9
 BASELINES = ("eager", "torch_compile")
 
 
@@ -58,6 +60,7 @@ class Toolchain:
         self.compiles = JsonCache(settings.cache_dir, "compiles")
         self.baseline_cache = JsonCache(settings.cache_dir, "baselines")
         self.peaks = JsonCache(settings.cache_dir, "hardware")
+        self.shrunk = JsonCache(settings.cache_dir, "shrunk_shapes")
         self.timing = {"budget_s": timing_budget_s, "target_ci": target_ci}
         self._hw: dict[str, Hardware] = {}
         self._traces: dict[str, tasks.Trace] = {}
@@ -213,40 +216,65 @@ class Toolchain:
         worker = "cpu" if kind == "cpu" else (device if device.startswith("cuda:") else "cuda:0")
         return self._evaluate(task, candidate, worker, progress, use_cache)
 
-    def benchmark_many(self, jobs: list[tuple[TaskInfo, Candidate]], device: str = "auto") -> list[BenchReport]:
-        """Evaluate several candidates, spread over every GPU of the host (one warm worker each); in order."""
+    def worker_names(self, device: str = "auto", workers: int | None = None) -> list[str]:
+        """The workers a batch on ``device`` spreads over: every GPU of the host (or the first
+        ``workers``), or ``workers`` CPU interpreter workers (default ``cpu_workers``)."""
         kind = self._device_kind(device)
         if kind == "cpu":
-            names = ["cpu"] + [f"cpu:{i}" for i in range(1, min(self.cpu_workers, len(jobs)))]
-        else:
-            names = [f"cuda:{i}" for i in range(self._gpu_count())]
-        for task, cand in jobs:
-            self._language(task, cand, kind)  # argument errors surface before any work starts
+            n = max(1, workers or self.cpu_workers)
+            return ["cpu"] + [f"cpu:{i}" for i in range(1, n)]
+        names = [f"cuda:{i}" for i in range(self._gpu_count())]
+        return names[:workers] if workers else names
+
+    def benchmark_many(self, jobs: list[tuple[TaskInfo, Candidate]], device: str = "auto", *,
+                       workers: int | None = None, on_done: Callable[[int, BenchReport], None] | None = None,
+                       on_error: Callable[[int, BaseException], None] | None = None) -> list[BenchReport | None]:
+        """Evaluate several candidates over every GPU of the host (one warm worker each), in the order
+        given: each worker takes the next job as soon as it is free, so callers put the longest expected
+        first. ``on_done(i, report)`` is called as each finishes (from a worker thread). Without
+        ``on_error`` the first exception stops the batch and is raised; with it, a job's exception is
+        handed over and the rest go on (its slot in the returned list stays None)."""
+        names = self.worker_names(device, workers)
+        kind = "cpu" if names[0].startswith("cpu") else "cuda"
         results: list[BenchReport | None] = [None] * len(jobs)
         errors: list[BaseException] = []
         todo: queue.Queue = queue.Queue()
-        for i, job in enumerate(jobs):
-            todo.put((i, job))
+        for i, (task, cand) in enumerate(jobs):
+            try:
+                self._language(task, cand, kind)  # argument errors surface before any work starts
+            except BaseException as e:
+                if on_error is None:
+                    raise
+                on_error(i, e)
+                continue
+            todo.put(i)
 
         def drain(worker: str) -> None:
             while not errors:
                 try:
-                    i, (task, cand) = todo.get_nowait()
+                    i = todo.get_nowait()
                 except queue.Empty:
                     return
+                task, cand = jobs[i]
                 try:
                     results[i] = self._evaluate(task, cand, worker, None, True)
                 except BaseException as e:
-                    errors.append(e)
+                    if on_error is None:
+                        errors.append(e)
+                    else:
+                        on_error(i, e)
+                    continue
+                if on_done is not None:
+                    on_done(i, results[i])
 
-        threads = [threading.Thread(target=drain, args=(n,), daemon=True) for n in names]
+        threads = [threading.Thread(target=drain, args=(n,), daemon=True) for n in names[:max(1, len(jobs))]]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
         if errors:
             raise errors[0]
-        return [r for r in results if r is not None]
+        return results
 
     def _language(self, task: TaskInfo, cand: Candidate, kind: str) -> str | None:
         check_source_size(cand.source, self.settings.max_source_bytes)
@@ -265,16 +293,21 @@ class Toolchain:
         return self._traces[key]
 
     def _shape_for(self, task: TaskInfo, kind: str) -> dict | None:
+        """The shape overrides an evaluation runs at: none on a GPU; on the CPU the task's
+        META['small'], else none when the default shape is small enough, else one found
+        by halving its size globals (``shrink.py``), cached by the task's content."""
         if kind == "cuda" or task.small_shape:
             return task.small_shape if kind == "cpu" else None
         tr = self._trace(task, None)
-        if tr.input_bytes + tr.output_bytes <= CPU_DEFAULT_SHAPE_LIMIT:
+        if tr.input_bytes + tr.output_bytes + tr.param_bytes <= CPU_DEFAULT_SHAPE_LIMIT \
+                and tr.flops <= CPU_FLOP_LIMIT:
             return None
-        raise LimitExceeded(
-            f"task {task.name} has no META['small'] shape and its default shape moves "
-            f"{(tr.input_bytes + tr.output_bytes) / 2**20:.0f} MiB, too much for the Triton interpreter",
-            hint="add META['small'] = {...} with small sizes to the task, or run on a GPU",
-        )
+        key = make_key("shrink", task.source_hash, CPU_DEFAULT_SHAPE_LIMIT, CPU_FLOP_LIMIT, shrink.MIN_SIZE_GLOBAL)
+        if (hit := self.shrunk.get(key)) is None:
+            found = shrink.shrink_shape(Path(task.path), CPU_DEFAULT_SHAPE_LIMIT, CPU_FLOP_LIMIT)
+            hit = {"shape": found.shape}
+            self.shrunk.put(key, hit)
+        return hit["shape"]
 
     def _evaluate(self, task: TaskInfo, cand: Candidate, worker: str, progress: Progress | None,
                   use_cache: bool) -> BenchReport:
