@@ -27,7 +27,7 @@ from typing import Any, Callable
 from skillbase.errors import TaskError
 from skillbase.models import CorrectnessReport, Tolerance, content_hash
 
-from skillbase.toolchain import diagnostics, guards, profiling, static, timing, verify
+from skillbase.toolchain import diagnostics, guards, profiling, static, timing, verify, widen
 from skillbase.toolchain.checks import CheckBook
 from skillbase.toolchain.tasks import TaskModule, flatten_tensors, import_module_at, load_task_module, shape_globals
 
@@ -298,6 +298,56 @@ class Evaluation:
             else:
                 self.book.failed("matches_reference", f"output {i}: {c.problem} (seed {seed})")
 
+    def wider_inputs(self, tm: TaskModule, ref_model, new_model) -> None:
+        """One more call on inputs drawn sign-symmetric, larger and with zeros and ties (``widen.py``),
+        compared where the reference's output is finite: a kernel right only on the task's own draw fails."""
+        torch = self.torch
+        drawn = self.draw(tm, self.fresh_seed())
+        names = widen.forward_names(tm.Model, len(drawn))
+        inputs, how, ratio = widen.widen(torch, drawn, names, tm.meta.get("domain"), self.fresh_seed())
+        del drawn
+        if not how:
+            self.book.skipped("matches_reference_on_wider_inputs", "no floating input to widen")
+            return
+        ref_inputs = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+        outs = flatten_tensors(self.call(new_model, inputs, instrument=False, task_file=str(tm.path)))
+        with torch.no_grad():
+            refs = flatten_tensors(ref_model(*ref_inputs))
+        self.sync()
+        del ref_inputs
+        tol = self.req["tolerance"]
+        atol = tol["atol"] * ratio
+        described = "; ".join(f"{k} ~ {v}" for k, v in how.items()) + \
+            f" (atol scaled with the magnitudes to {atol:.3g}, rtol {tol['rtol']:g})"
+        for i, (o, r) in enumerate(zip(outs, refs)):
+            if not isinstance(o, torch.Tensor) or o.shape != r.shape or o.dtype != r.dtype:
+                continue  # the ordinary trials already judged shapes and dtypes
+            masked = False
+            if r.is_floating_point():
+                finite = torch.isfinite(r)
+                if not bool(finite.all()):
+                    if not bool(finite.any()):
+                        continue
+                    o, r, masked = o[finite], r[finite], True
+            c = verify.compare(torch, o, r, atol, tol["rtol"], None)
+            if c.ok:
+                continue
+            at = "" if masked else self._input_at(inputs, names, c.worst_index, o.numel())
+            self.book.failed("matches_reference_on_wider_inputs",
+                             f"output {i}: {c.problem} on inputs {described}{at}; the task draws narrower inputs, "
+                             "but the operator is defined for these (declare META['domain'] if it is not)")
+            return
+        self.book.passed("matches_reference_on_wider_inputs", f"within tolerance on inputs {described}")
+
+    def _input_at(self, inputs: list, names: list[str], index: int | None, numel: int) -> str:
+        """The value of an input the size of the output at the first mismatching element."""
+        if index is None:
+            return ""
+        for name, x in zip(names, inputs):
+            if isinstance(x, self.torch.Tensor) and x.numel() == numel:
+                return f"; first mismatch where {name} = {float(x.reshape(-1)[index]):.6g}"
+        return ""
+
     def add_trial(self, trial: Trial) -> None:
         if self.trials:
             self.trials[-1].inputs = []  # only the latest inputs are needed (in-place rewrite)
@@ -424,6 +474,8 @@ class Evaluation:
         self.stale_across_trials()
         self.progress(0.5, "rewriting the inputs in place")
         self.rewrite_inputs_in_place(tm, ref_model, new_model)
+        self.progress(0.52, "inputs drawn more widely than the task draws them")
+        self.wider_inputs(tm, ref_model, new_model)
         self.progress(0.55, "kernel checks")
         launched = self.kernel_checks(defined)
         main_inputs = self.trials[-1].inputs

@@ -74,3 +74,43 @@ def test_honest_solutions_pass_every_check_on_gpu(adv_toolchain, adv_task, name)
     assert not r.correctness.failed_checks
     assert r.timing is not None and r.timing.median_ms > 0
     assert r.roofline is not None and r.roofline.pct_sol <= 100 / 0.7
+
+
+# Kernels right only on the non-negative inputs their task draws (narrow/): task -> wrong solution.
+NARROW = {"leaky_task.py": "leaky_drops_negative.py", "clamp_task.py": "clamp_drops_lower.py",
+          "softplus_task.py": "softplus_unstable.py"}
+NARROW_DIR = HERE / "narrow"
+
+
+@pytest.mark.parametrize("task_file", sorted(NARROW))
+def test_kernels_right_only_on_the_drawn_inputs_are_incorrect(adv_toolchain, task_file):
+    task = adv_toolchain.load_task(str(NARROW_DIR / task_file))
+    r = _run(adv_toolchain, task, str(NARROW_DIR / NARROW[task_file]), "cpu")
+    failed = {c.name for c in r.correctness.failed_checks}
+    # Every other check passes: only the widened draw exposes them.
+    assert failed == {"matches_reference_on_wider_inputs"}, (r.message, failed)
+    assert r.verdict == "incorrect"
+    assert "N(0, " in r.message and "exact zeros" in r.message
+
+
+def test_the_honest_version_passes_the_widened_draw(adv_toolchain):
+    task = adv_toolchain.load_task(str(NARROW_DIR / "leaky_task.py"))
+    r = _run(adv_toolchain, task, str(NARROW_DIR / "leaky_honest.py"), "cpu")
+    assert r.verdict == "correct", r.message
+    assert any(c.name == "matches_reference_on_wider_inputs" and c.passed and not c.skipped
+               for c in r.correctness.checks)
+
+
+def test_a_declared_domain_keeps_widened_inputs_in_range(adv_toolchain):
+    """relu over inputs declared non-negative: a copy is right on that domain and passes."""
+    task = adv_toolchain.load_task(str(NARROW_DIR / "relu_domain_task.py"))
+    r = _run(adv_toolchain, task, str(NARROW_DIR / "leaky_drops_negative.py"), "cpu")
+    assert r.verdict == "correct", r.message
+
+
+@pytest.mark.gpu
+def test_a_dropped_negative_branch_is_incorrect_on_gpu(adv_toolchain):
+    task = adv_toolchain.load_task(str(NARROW_DIR / "leaky_task.py"))
+    r = _run(adv_toolchain, task, str(NARROW_DIR / "leaky_drops_negative.py"), "cuda")
+    assert r.verdict == "incorrect", r.message
+    assert "matches_reference_on_wider_inputs" in {c.name for c in r.correctness.failed_checks}
