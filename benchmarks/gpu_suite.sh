@@ -8,7 +8,7 @@
 #   OUT=/tmp/gpu bash benchmarks/gpu_suite.sh                 # everything
 #   PARTS="bench" TASKS="relu row_softmax" bash benchmarks/gpu_suite.sh
 #
-# PARTS: any of env tests bench diag tune (default: env tests bench). tune: the memory-bound sweep. DIAG: specs for diag. TASKS: built-in task names
+# PARTS: any of env tests bench launch diag tune (default: env tests bench). launch: launch-bound timing. tune: the memory-bound sweep. DIAG: specs for diag. TASKS: built-in task names
 # (default: all). NCU: TASK/SOLUTION specs to compare with Nsight Compute.
 # Needs torch with CUDA, triton and pydantic; wheels in .whl/ are installed to
 # /tmp/site first when pydantic is missing (machines without a package index).
@@ -47,6 +47,13 @@ for part in $PARTS; do
       [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
     tune)
       $PY benchmarks/tune_memory_bound.py --json "$OUT/tune_memory_bound.json" 2>&1 | tee "$OUT/tune_memory_bound.log" ;;
+    launch)
+      # Launch-bound timing: device time of few-µs kernels over 10 evaluations vs Nsight Compute;
+      # with two GPUs also while the other GPU's worker is busy.
+      $PY benchmarks/launch_bound.py --out "$OUT" 2>&1 | tee "$OUT/launch_bound.log" | tail -12
+      if [ "$($PY -c 'import torch; print(torch.cuda.device_count())')" -gt 1 ]; then
+        $PY benchmarks/launch_bound.py --out "$OUT" --busy 2>&1 | tee -a "$OUT/launch_bound.log" | tail -8
+      fi ;;
     diag)
       $PY benchmarks/timing_diag.py ${DIAG:-layernorm/naive relu/optimized} 2>&1 | tee "$OUT/diag.log" ;;
     *) echo "unknown part: $part" >&2; status=2 ;;

@@ -138,8 +138,12 @@ NCU_MODES = {
 }
 
 
-def ncu_runner(task, cand, flush: bool) -> Path:
+def ncu_runner(task, cand, flush: bool, copy_flush: bool = False) -> Path:
+    """A script making 13 calls of the candidate, each after an L2 flush when ``flush``: a fill
+    kernel (what our timer does), or with ``copy_flush`` a device-to-device copy, which ncu does
+    not count as a kernel, so every kernel profiled belongs to a call."""
     runner = Path(tempfile.mkdtemp(prefix="ncu-")) / "runner.py"
+    flush_line = "        flush.copy_(source)\n" if copy_flush else "        flush.zero_()\n"
     runner.write_text(
         "import sys, torch\n"
         f"sys.path.insert(0, {str(REPO)!r})\n"
@@ -148,12 +152,15 @@ def ncu_runner(task, cand, flush: bool) -> Path:
         f"tm = load_task_module(Path({task.path!r}))\n"
         f"sol = import_module_at(Path({cand.path!r}), kind='solution')\n"
         "flush = torch.empty(64 * 2**20, dtype=torch.int32, device='cuda')\n"
+        "source = torch.empty_like(flush)\n"
         "with torch.device('cuda'), torch.no_grad():\n"
         "    model = sol.ModelNew(*tm.get_init_inputs())\n"
         "    inputs = list(tm.get_inputs())\n"
         "    for _ in range(13):\n"
-        + ("        flush.zero_()\n" if flush else "")
-        + "        model(*inputs)\n"
+        + (flush_line if flush else "")
+        + "        torch.cuda.nvtx.range_push('call')\n"
+        "        model(*inputs)\n"
+        "        torch.cuda.nvtx.range_pop()\n"
         "torch.cuda.synchronize()\n"
     )
     return runner
@@ -189,6 +196,30 @@ def ncu_compare(tc: Toolchain, spec: str, out: Path) -> dict:
         else:
             entry["note"] = f"no gpu__time_duration rows parsed; ncu exit {proc.returncode}: {proc.stderr[-500:]}"
     return result
+
+
+def ncu_compare_paths(task, cand, calls: int = 10) -> dict:
+    """Nsight Compute's gpu__time_duration summed over every kernel of one call (same cache state
+    as our timer: a flush memset before each call, caches left alone), median over ``calls`` calls."""
+    runner = ncu_runner(task, cand, True, copy_flush=True)
+    # The runner makes 13 calls, each inside an NVTX range 'call': only their kernels are profiled.
+    cmd = ["ncu", "--clock-control", "none", "--cache-control", "none", "--metrics", "gpu__time_duration.sum",
+           "--nvtx", "--nvtx-include", "call/", "--csv", "--print-units", "base", sys.executable, str(runner)]
+    entry: dict = {"command": " ".join(cmd)}
+    if shutil.which("ncu") is None:
+        entry["note"] = "ncu not on PATH"
+        return entry
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                              p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)})
+    values = parse_ncu_durations(proc.stdout)
+    per_launch = len(values) // 13 if values else 0
+    if per_launch:
+        sums = [sum(values[i * per_launch:(i + 1) * per_launch]) for i in range(13)][3:3 + calls]
+        entry.update(ncu_us=statistics.median(sums), kernels_per_call=per_launch)
+    else:
+        entry["note"] = f"no gpu__time_duration rows parsed; ncu exit {proc.returncode}: {proc.stderr[-500:]}"
+    return entry
 
 
 def parse_ncu_durations(csv_text: str) -> list[float]:

@@ -315,8 +315,15 @@ class BenchReport(Record):
     verdict: Verdict
     message: str = Field("", description="one line a person or agent reads first")
     correctness: CorrectnessReport | None = None
-    timing: TimingStats | None = None
+    timing: TimingStats | None = Field(
+        None, description="device time of one call (what the GPU spends; speedups and % of SOL use it)")
     timing_unavailable: str | None = Field(None, description="why there is no timing (e.g. no GPU)")
+    host_ms_per_call: dict[str, float] = Field(
+        default_factory=dict, description="what a caller pays per call, launches included (back-to-back calls, "
+                                          "wall clock), ms: 'candidate', 'eager', 'torch_compile'")
+    phases_s: dict[str, float] = Field(
+        default_factory=dict, description="wall seconds of the evaluation's phases: 'build' (CUDA C++ extension "
+                                          "builds), 'to_timing' (request start to the first timed call), 'total'")
     baselines: dict[str, TimingStats] = Field(default_factory=dict, description="'eager', 'torch_compile'")
     speedup_vs_eager: float | None = None
     speedup_vs_compile: float | None = None

@@ -27,7 +27,7 @@ from typing import Any, Callable
 from skillbase.errors import TaskError
 from skillbase.models import CorrectnessReport, Tolerance, content_hash
 
-from skillbase.toolchain import diagnostics, guards, profiling, static, timing, verify, widen
+from skillbase.toolchain import buildcache, diagnostics, guards, profiling, static, timing, verify, widen
 from skillbase.toolchain.checks import CheckBook
 from skillbase.toolchain.tasks import TaskModule, flatten_tensors, import_module_at, load_task_module, shape_globals
 
@@ -89,6 +89,7 @@ class Evaluation:
     source: str = ""
     result: dict = field(default_factory=dict)
     busiest: tuple[int | None, float] = (None, 0.0)  # profiled call's busiest stream and its GPU ms
+    started: float = field(default_factory=time.perf_counter)
 
     # ------------------------------------------------------------------ setup
 
@@ -595,6 +596,7 @@ class Evaluation:
         sets = self.input_sets(tm, main_inputs)
         flush = timing.flush_buffer(clock, self.dev, self.env.l2_bytes)
         out: dict = {}
+        self.result.setdefault("phases_s", {})["to_timing"] = time.perf_counter() - self.started
         self.progress(0.6, "timing the candidate")
         with torch.no_grad():
             try:
@@ -603,6 +605,7 @@ class Evaluation:
             except (Exception, SystemExit, KeyboardInterrupt) as e:
                 raise self._failure(e, stage="timing")
             out["timing"] = timing.summarize(samples, method, len(sets)).model_dump()
+            out["host_ms"] = {"candidate": timing.host_per_call(lambda k: new_model(*sets[k]), len(sets), clock)}
             self.rewrite_inputs_in_place_after_timing(tm, ref_model, new_model, sets)
         del flush
         return out
@@ -611,7 +614,7 @@ class Evaluation:
         """Eager and torch.compile timings of the reference, before any candidate code is imported
         (torch.compile's lazy imports would otherwise look like patches)."""
         torch, clock = self.torch, self.env.clock
-        out: dict = {"baselines": {}, "baseline_notes": {}}
+        out: dict = {"baselines": {}, "baseline_notes": {}, "baseline_host_ms": {}}
         with torch.device(self.dev), torch.no_grad():
             torch.manual_seed(self.fresh_seed())
             ref_model = tm.Model(*tm.get_init_inputs()).to(self.dev)
@@ -625,7 +628,9 @@ class Evaluation:
                 with torch.no_grad():
                     fn = ref_model if name == "eager" else torch.compile(ref_model)
                     samples, method = timing.measure(lambda k: fn(*sets[k]), len(sets), clock, flush, self.plan())
+                    host = timing.host_per_call(lambda k: fn(*sets[k]), len(sets), clock)
                 out["baselines"][name] = timing.summarize(samples, method, len(sets)).model_dump()
+                out["baseline_host_ms"][name] = host
             except Exception as e:  # a baseline that cannot run is reported, not fatal
                 out["baseline_notes"][name] = f"{type(e).__name__}: {str(e)[:300]}"
         del flush, sets, ref_model
@@ -674,6 +679,7 @@ def evaluate(env: WorkerEnv, req: dict, progress: Callable[[float, str], None]) 
     """Run one evaluation request; always returns a result dict with a verdict (never raises for candidate faults)."""
     ev = Evaluation(env, req, progress)
     start = time.perf_counter()
+    buildcache.reset()
     try:
         result = ev.run()
     except Stop as s:
@@ -683,6 +689,8 @@ def evaluate(env: WorkerEnv, req: dict, progress: Callable[[float, str], None]) 
         result = {**ev.result, "verdict": s.verdict, "message": s.message, "error": s.error, "recycle": s.recycle,
                   "diagnostics": s.diagnostics, "correctness": ev.report().model_dump(), "custom_kernels": []}
     result["eval_s"] = time.perf_counter() - start
+    if buildcache.spent():
+        result.setdefault("phases_s", {})["build"] = buildcache.spent()
     return result
 
 

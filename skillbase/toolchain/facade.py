@@ -345,9 +345,13 @@ class Toolchain:
                                                traceback=str(reply.get("traceback", ""))[-4000:]),
                                wall_s=time.perf_counter() - start)
         result = reply["result"]
-        baselines = self._baselines(result, cached_baselines, baseline_keys)
+        baselines, baseline_host = self._baselines(result, cached_baselines, baseline_keys)
         report = self._assemble(base, task, trace, hw, result, baselines, kind, shape)
-        report = report.model_copy(update={"wall_s": time.perf_counter() - start})
+        wall = time.perf_counter() - start
+        host = {**baseline_host, **(result.get("host_ms") or {})}
+        phases = {k: round(v, 3) for k, v in (result.get("phases_s") or {}).items()}
+        report = report.model_copy(update={"wall_s": wall, "host_ms_per_call": host,
+                                           "phases_s": {**phases, "total": round(wall, 3)}})
         if report.verdict not in ("timeout", "crashed"):
             self.results.put(key, report.model_dump(mode="json"))
         return report
@@ -365,16 +369,32 @@ class Toolchain:
                            timing_unavailable=f"not timed: the candidate {verdict.replace('_', ' ')}",
                            wall_s=time.perf_counter() - start)
 
-    def _baselines(self, result: dict, cached: dict, keys: dict) -> dict[str, TimingStats]:
-        out = {}
+    def _baselines(self, result: dict, cached: dict, keys: dict) -> tuple[dict[str, TimingStats], dict[str, float]]:
+        """Baseline device timings and host-inclusive ms per call: measured now (and cached) or from the cache."""
+        out, host = {}, {}
         for name, key in keys.items():
             stats = (result.get("baselines") or {}).get(name)
             if stats is not None:
+                stats = {**stats, "host_ms": (result.get("baseline_host_ms") or {}).get(name)}
                 self.baseline_cache.put(key, stats)
-            stats = stats or cached.get(name)
-            if stats is not None:
+            stats = dict(stats or cached.get(name) or {})
+            if stats:
+                if stats.get("host_ms") is not None:
+                    host[name] = stats["host_ms"]
+                stats.pop("host_ms", None)
                 out[name] = TimingStats(**stats)
-        return out
+        return out, host
+
+    def known_baseline_ms(self, task: TaskInfo, name: str = "eager") -> float | None:
+        """The median of a baseline measured before for this task on any GPU of this host, if cached
+        (used to schedule the longest evaluations first)."""
+        versions = {k: v for k, v in toolchain_versions().items() if k != "toolchain"}
+        for hw in list(self._hw.values()):
+            hit = self.baseline_cache.get(make_key("baseline", name, task.source_hash, None, task.dtype, hw.key,
+                                                   versions))
+            if hit:
+                return float(hit["median_ms"])
+        return None
 
     def _assemble(self, base: dict, task: TaskInfo, trace: tasks.Trace, hw: Hardware, result: dict,
                   baselines: dict[str, TimingStats], kind: str, shape: dict | None) -> BenchReport:

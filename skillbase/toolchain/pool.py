@@ -34,7 +34,7 @@ STARTUP_TIMEOUT_S = 180.0
 _KEEP = re.compile(r"^(PATH|HOME|USER|LOGNAME|LANG|LANGUAGE|LC_\w+|TZ|TMPDIR|TERM|SHELL|PYTHONPATH|PYTHONHASHSEED|"
                    r"VIRTUAL_ENV|LD_LIBRARY_PATH|LIBRARY_PATH|CPATH|CC|CXX|CUDA_\w+|NVIDIA_\w+|NVCC_\w+|"
                    r"TRITON_\w+|TORCHINDUCTOR_\w+|TORCH_\w+|PYTORCH_\w+|OMP_NUM_THREADS|MKL_\w+|"
-                   r"XDG_CACHE_HOME|HF_HUB_OFFLINE|TRANSFORMERS_OFFLINE)$")
+                   r"XDG_CACHE_HOME|HF_HUB_OFFLINE|TRANSFORMERS_OFFLINE|MAX_JOBS)$")
 _SECRET = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE|ANTHROPIC|OPENAI|AWS_|"
                      r"GITHUB|HF_TOKEN|AZURE|GOOGLE", re.IGNORECASE)
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -64,6 +64,8 @@ def worker_env(settings: Settings, kind: str, gpu: int | None, base: dict[str, s
         "TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"),
         "TORCH_EXTENSIONS_DIR": str(cache / "torch_extensions"),
         "TRITON_DEFAULT_FP_FUSION": env.get("TRITON_DEFAULT_FP_FUSION", "1"),
+        # CUDA C++ extension builds (ninja) use every core.
+        "MAX_JOBS": env.get("MAX_JOBS") or str(os.cpu_count() or 1),
     })
     env.pop("TRITON_INTERPRET", None)
     if kind == "cpu":

@@ -131,6 +131,7 @@ class Clock:
         self.zero_ = torch_module.Tensor.zero_
         self.int32 = torch_module.int32
         self._clock_rate = getattr(cuda, "clock_rate", None)
+        self.sleep = getattr(cuda, "_sleep", None)  # a spin kernel of N cycles
 
     def sm_mhz(self) -> int | None:
         """The SM clock now (NVML through torch), or None where it cannot be read."""
@@ -146,6 +147,20 @@ def flush_buffer(clock: Clock, device: Any, l2_bytes: int | None):
     return clock.empty(nbytes // 4, dtype=clock.int32, device=device)
 
 
+# Below this many ms per call the host's launch time can exceed the flush's GPU time, and the GPU
+# would wait for the host between the start event and the first kernel: a spin kernel before the
+# start event gives the host time to queue the whole call, so the events see only device time.
+HOLD_BELOW_MS = 1.0
+HOLD_MAX_US = 2000.0
+
+
+def hold_cycles(host_us: float, sm_mhz: int | None) -> int:
+    """Cycles of the spin kernel that keeps the GPU busy while the host queues one call:
+    twice the slowest host enqueue seen, at least 20 µs, at most HOLD_MAX_US."""
+    us = min(HOLD_MAX_US, max(20.0, 2.0 * host_us))
+    return int(us * (sm_mhz or 2000))
+
+
 def measure(
     call: Callable[[int], Any],
     n_sets: int,
@@ -158,7 +173,10 @@ def measure(
 
     Each sample is one call between two CUDA events on the current stream, with
     an L2-flushing memset before it (outside the events). Samples are read after a
-    device-wide synchronization at the end of each batch.
+    device-wide synchronization at the end of each batch. For calls under
+    HOLD_BELOW_MS, a spin kernel between the flush and the start event holds the
+    GPU until the host has queued the call, so a slow host (launch overhead,
+    Python) never shows up in the device time.
     """
     start = time.perf_counter()
     clock.synchronize()
@@ -166,13 +184,18 @@ def measure(
     # Warm up: JIT compilation, autotuning, allocator growth, clocks ramping up.
     warm_t0 = time.perf_counter()
     i = 0
+    host_us = 0.0
     while i < 3 or (time.perf_counter() - warm_t0) * 1e3 < plan.warmup_ms:
+        t0 = time.perf_counter()
         call(i % n_sets)
+        if i >= 2:  # the first calls compile and autotune
+            host_us = max(host_us, (time.perf_counter() - t0) * 1e6)
         i += 1
         if i % 8 == 0:
             clock.synchronize()
     clock.synchronize()
     est_ms = _estimate(call, n_sets, clock, flush)
+    hold = hold_cycles(host_us, mhz_before) if est_ms < HOLD_BELOW_MS and clock.sleep is not None else 0
     per_batch = max(5, min(1000, int(plan.batch_ms / max(est_ms, 1e-3))))
     samples: list[float] = []
     k = 0
@@ -181,6 +204,8 @@ def measure(
         ends = [clock.Event(enable_timing=True) for _ in range(per_batch)]
         for b in range(per_batch):
             clock.zero_(flush)
+            if hold:
+                clock.sleep(hold)
             clock.record(starts[b])
             call(k % n_sets)
             clock.record(ends[b])
@@ -197,14 +222,37 @@ def measure(
     # Compute-bound kernels follow the SM clock, which power and temperature move by several
     # percent between runs: report it so a spread can be read against it.
     clocks = f"; SM clock {mhz_before} -> {mhz_after} MHz" if mhz_before and mhz_after else ""
+    held = (f"; the GPU held by a {hold / (mhz_before or 2000):.0f} µs spin kernel before each start event so the "
+            f"host (up to {host_us:.0f} µs to queue a call) never delays the call: device time") if hold else ""
     method = (
         f"CUDA events around each call; L2 flushed by a {flush.numel() * 4 // 2**20} MB memset before each call "
         f"(outside the events); {n_sets} input set(s) rotated; {len(samples)} samples in batches of {per_batch} "
         "read after device-wide synchronization; "
         + ("median with 95% CI" if n_sets == 1 else f"mean over the {n_sets} sets of each set's median, with 95% CI")
-        + clocks
+        + held + clocks
     )
     return samples, method
+
+
+def host_per_call(call: Callable[[int], Any], n_sets: int, clock: Clock, budget_s: float = 0.2,
+                  batches: int = 5) -> float:
+    """What a caller pays per call, launches included: the wall time of back-to-back calls (no
+    flush, one synchronization per batch) over the calls made, median of ``batches`` batches, ms."""
+    clock.synchronize()
+    t0 = time.perf_counter()
+    call(0)
+    clock.synchronize()
+    one = max(time.perf_counter() - t0, 1e-6)
+    m = max(5, min(2000, int(budget_s / batches / one)))
+    per = []
+    for _ in range(batches):
+        clock.synchronize()
+        t0 = time.perf_counter()
+        for j in range(m):
+            call(j % n_sets)
+        clock.synchronize()
+        per.append((time.perf_counter() - t0) * 1e3 / m)
+    return quantile(sorted(per), 0.5)
 
 
 def _estimate(call, n_sets, clock: Clock, flush) -> float:

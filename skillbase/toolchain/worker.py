@@ -61,9 +61,12 @@ def setup(kind: str):
     import triton  # noqa: F401
     import triton.testing  # noqa: F401
 
+    from skillbase.toolchain import buildcache
     from skillbase.toolchain import compile as _compile  # noqa: F401
     from skillbase.toolchain import evaluate, guards, profiling, roofline, timing, verify  # noqa: F401
     from skillbase.toolchain.evaluate import WorkerEnv
+
+    buildcache.install(torch)  # before the integrity snapshot: the wrapper is part of the baseline
 
     recorder = guards.LaunchRecorder()
     recorder.install()
