@@ -9,6 +9,12 @@ Each POST /v1/messages takes the next item of the script:
 - a callable: called with the request body (what the agent sent, tool results
   included), returning one of the above; scripts use it to echo attempt ids.
 
+A request with ``"stream": true`` (Claude Code always asks so) gets the same message
+as server-sent events, the way the Messages API streams it: ``message_start``, per
+content block ``content_block_start`` / ``_delta`` (``text_delta`` or
+``input_json_delta``) / ``_stop``, then ``message_delta`` with the stop reason and
+``message_stop``.
+
 Every request is recorded (headers and JSON body) for the tests to inspect.
 """
 
@@ -42,6 +48,28 @@ def message(*content: dict[str, Any], stop_reason: str | None = None, input_toke
     return {"id": f"msg_{next(_ids):06d}", "type": "message", "role": "assistant", "model": "scripted",
             "content": list(content), "stop_reason": stop_reason, "stop_sequence": None,
             "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens}}
+
+
+def stream_events(reply: dict[str, Any]) -> list[dict[str, Any]]:
+    """The server-sent events that stream ``reply`` (a ``message(...)``), in order."""
+    usage = reply.get("usage", {})
+    start = {**reply, "content": [], "stop_reason": None, "stop_sequence": None,
+             "usage": {**usage, "output_tokens": 1}}
+    events: list[dict[str, Any]] = [{"type": "message_start", "message": start}]
+    for index, block in enumerate(reply["content"]):
+        if block["type"] == "tool_use":
+            opening = {**block, "input": {}}
+            delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
+        else:
+            opening = {**block, "text": ""}
+            delta = {"type": "text_delta", "text": block["text"]}
+        events += [{"type": "content_block_start", "index": index, "content_block": opening},
+                   {"type": "content_block_delta", "index": index, "delta": delta},
+                   {"type": "content_block_stop", "index": index}]
+    events += [{"type": "message_delta", "delta": {"stop_reason": reply["stop_reason"], "stop_sequence": None},
+                "usage": {"output_tokens": usage.get("output_tokens", 1)}},
+               {"type": "message_stop"}]
+    return events
 
 
 @dataclass
@@ -120,7 +148,18 @@ class MessagesServer:
                 if isinstance(reply, Fail):
                     err = {"type": "error", "error": {"type": reply.kind, "message": reply.text}}
                     return self._send(reply.status, err, reply.headers)
+                if body.get("stream"):
+                    return self._stream(reply)
                 return self._send(200, reply)
+
+            def _stream(self, reply: dict):
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream")
+                self.send_header("cache-control", "no-cache")
+                self.end_headers()  # HTTP/1.0: closing the connection ends the stream
+                for event in stream_events(reply):
+                    self.wfile.write(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode())
+                self.wfile.flush()
 
             def _send(self, status: int, payload: dict, headers: dict[str, str] | None = None):
                 data = json.dumps(payload).encode()
