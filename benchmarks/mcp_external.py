@@ -1,4 +1,4 @@
-"""MCP clients not written here, against ``python -m mcp_server`` over stdio.
+"""MCP clients not written here, against ``python -m skillbase.mcp_server`` over stdio.
 
     nice -n 10 python benchmarks/mcp_external.py                    # seeds a temporary store first
     nice -n 10 python benchmarks/mcp_external.py --home ~/.skillbase --only sdk
@@ -53,7 +53,7 @@ optimized = open(optimized_path).read()
 
 async def main():
     steps, progress = [], []
-    params = StdioServerParameters(command=server, args=["-m", "mcp_server"],
+    params = StdioServerParameters(command=server, args=["-m", "skillbase.mcp_server"],
                                    env={"SKILLBASE_HOME": home, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
     async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
         init = await s.initialize()
@@ -135,7 +135,7 @@ def sdk_check(home: Path, venv: Path) -> dict:
 
 
 def _inspector(home: Path, *args: str) -> dict:
-    cmd = ["npx", "-y", INSPECTOR, "--cli", sys.executable, "-m", "mcp_server", "-e", f"SKILLBASE_HOME={home}",
+    cmd = ["npx", "-y", INSPECTOR, "--cli", sys.executable, "-m", "skillbase.mcp_server", "-e", f"SKILLBASE_HOME={home}",
            "-e", "HF_HUB_OFFLINE=1", "-e", "TRANSFORMERS_OFFLINE=1", *args]
     done = _run(cmd, cwd=str(ROOT), timeout=600)
     if done.returncode != 0:
@@ -156,7 +156,7 @@ def inspector_check(home: Path) -> dict:
     npx = _run(["npm", "view", INSPECTOR, "version"], timeout=120)
     if npx.returncode != 0:
         return {"ok": False, "error": f"npm registry unreachable: {npx.stderr[-500:]}"}
-    ran = [f"npx -y {INSPECTOR} --cli {sys.executable} -m mcp_server -e SKILLBASE_HOME=<home> -e HF_HUB_OFFLINE=1 "
+    ran = [f"npx -y {INSPECTOR} --cli {sys.executable} -m skillbase.mcp_server -e SKILLBASE_HOME=<home> -e HF_HUB_OFFLINE=1 "
            "--method tools/list | tools/call --tool-name NAME --tool-arg key=value ..."]
     start = time.perf_counter()
     try:
@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> dict:
     home = (args.home or Path(tmp.name) / "home").expanduser().resolve()
     with SkillBase(Settings.from_env(home=home)) as sb:
         sb.init()
-    result = {"benchmark": "mcp_external", "transport": "stdio", "server": f"{sys.executable} -m mcp_server"}
+    result = {"benchmark": "mcp_external", "transport": "stdio", "server": f"{sys.executable} -m skillbase.mcp_server"}
     if args.only in (None, "sdk"):
         result["sdk_client"] = sdk_check(home, args.venv)
     if args.only in (None, "inspector"):

@@ -8,7 +8,7 @@ arguments), in one run on one seeded store:
 
 1. direct: ``skillbase.tools.call(sb, tool, args)`` in this process: the validation,
    the API call and the output bounding, exactly what the server runs per call;
-2. over MCP: ``python -m mcp_server`` as a subprocess, driven over stdio by the SDK's
+2. over MCP: ``python -m skillbase.mcp_server`` as a subprocess, driven over stdio by the SDK's
    ``ClientSession`` (as Claude Code runs it). Each result carries, in ``_meta``, the
    milliseconds the server spent inside the tool (``skillbase/work_ms``); the overhead
    of a call is its client-side round trip minus that work: JSON-RPC framing, pipes,
@@ -92,7 +92,7 @@ def direct(settings: Settings, calls: list[tuple[str, dict]], warm: int) -> dict
 async def over_stdio(settings: Settings, calls: list[tuple[str, dict]], warm: int) -> dict[str, dict[str, list[float]]]:
     """Round trip and in-server work per call, through a server subprocess over stdio."""
     env = {**os.environ, "SKILLBASE_HOME": str(settings.home), "PYTHONPATH": str(ROOT)}
-    params = StdioServerParameters(command=sys.executable, args=["-m", "mcp_server"], env=env, cwd=str(ROOT))
+    params = StdioServerParameters(command=sys.executable, args=["-m", "skillbase.mcp_server"], env=env, cwd=str(ROOT))
     out = {tool: {"round_trip": [], "work": [], "overhead": []} for tool in ("recall", "get_skill")}
     with open(os.devnull, "w") as errlog:
         async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:

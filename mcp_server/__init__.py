@@ -4,7 +4,7 @@ default, what Claude Code and Cursor start) or streamable HTTP.
 
     skillbase serve                                   # stdio
     SKILLBASE_TOKEN=... skillbase serve --transport http --host 0.0.0.0 --port 8765
-    python -m mcp_server                              # the same as `skillbase serve`
+    python -m skillbase.mcp_server                    # the same as `skillbase serve`
 """
 
 from __future__ import annotations

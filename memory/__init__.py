@@ -13,7 +13,7 @@ __all__ = ["Store", "Hit", "TechniqueValue", "StoreStats"]
 
 
 def __getattr__(name: str) -> Any:
-    # Lazy, so `import memory.ledger` does not pay for chromadb and networkx.
+    # Lazy, so `import skillbase.memory.ledger` does not pay for chromadb and networkx.
     if name == "Store":
         from skillbase.memory.store import Store
 

@@ -423,7 +423,7 @@ class Store:
                documents: bool = True, exhaustive: bool = True) -> list[Hit]:
         """The ``k`` records of ``collection`` (experiences, skills, attempts)
         nearest in meaning to ``text`` that pass the chroma ``where`` filter
-        (keys in memory.documents). The index is caught up first.
+        (keys in skillbase.memory.documents). The index is caught up first.
         ``documents=False`` returns ids, scores and metadata only (faster);
         ``exhaustive=False`` looks for filtered matches among the 2048 nearest
         records only, so it may return fewer than ``k`` (it never pays for

@@ -20,7 +20,7 @@ __all__ = ["Retriever", "build_query", "code_features", "gate"]
 
 
 def __getattr__(name: str) -> Any:
-    # Lazy, so `import retrievers.features` does not pull in chromadb or bm25s.
+    # Lazy, so `import skillbase.retrievers.features` does not pull in chromadb or bm25s.
     if name == "Retriever":
         from skillbase.retrievers.retriever import Retriever
 

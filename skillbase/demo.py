@@ -1,6 +1,6 @@
 """``skillbase demo``: one optimization session through a real MCP client, as an agent sees it.
 
-It seeds the store, starts ``python -m mcp_server`` as a subprocess over stdio (as Claude
+It seeds the store, starts ``python -m skillbase.mcp_server`` as a subprocess over stdio (as Claude
 Code does), and drives the loop on a built-in task: list the tools, load the task, recall,
 read the top skill, compile, benchmark the naive and the optimized solutions (sent as source text, the second
 a child of the first with its techniques named), record a lesson, recall again to show the
@@ -91,7 +91,7 @@ def _server_params(settings: Settings) -> StdioServerParameters:
     env = {k: v for k, v in os.environ.items() if k.startswith(_PASS_ENV)}
     env.update({"SKILLBASE_HOME": str(settings.home), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
                 "PYTHONUNBUFFERED": "1"})
-    return StdioServerParameters(command=sys.executable, args=["-m", "mcp_server"], env=env)
+    return StdioServerParameters(command=sys.executable, args=["-m", "skillbase.mcp_server"], env=env)
 
 
 async def _session(settings: Settings, t: DemoTranscript, console: Console) -> None:
@@ -105,7 +105,7 @@ async def _session(settings: Settings, t: DemoTranscript, console: Console) -> N
                 listed = await session.list_tools()
                 t.tools = [tool.name for tool in listed.tools]
                 console.print(f"MCP server [bold]{init.server_info.name}[/] {init.server_info.version} started over "
-                              f"stdio ({sys.executable} -m mcp_server); {len(t.tools)} tools: {', '.join(t.tools)}")
+                              f"stdio ({sys.executable} -m skillbase.mcp_server); {len(t.tools)} tools: {', '.join(t.tools)}")
                 await _loop(Agent(session, t, console))
     t.ok = all(s.ok for s in t.steps) and t.lesson_rank is not None
 

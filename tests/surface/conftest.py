@@ -54,4 +54,4 @@ def server_env(home: Path, **extra: str) -> dict[str, str]:
 
 def server_command() -> tuple[str, list[str]]:
     """How Claude Code would start the server: the console script's module, over stdio."""
-    return sys.executable, ["-m", "mcp_server"]
+    return sys.executable, ["-m", "skillbase.mcp_server"]

@@ -1,4 +1,4 @@
-"""The server as Claude Code runs it: ``python -m mcp_server`` as a subprocess, driven over
+"""The server as Claude Code runs it: ``python -m skillbase.mcp_server`` as a subprocess, driven over
 stdio by the SDK's client. Two server processes share one store while both write."""
 
 from __future__ import annotations
