@@ -63,6 +63,7 @@ def _build_wheel(out: Path) -> Path:
     proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
                            "-w", str(wheels), str(src)], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "would be ignored" not in proc.stderr, f"setuptools warns about the package layout:\n{proc.stderr[-3000:]}"
     (wheel,) = wheels.glob("skillbase-*.whl")
     return wheel
 
@@ -122,6 +123,12 @@ class Cli:
         assert str(ROOT) not in stdout, f"skillbase {self.args[0]} reports a path in the checkout"
         return json.loads(stdout)
 
+    def stop(self) -> None:
+        """Kill it if it still runs (a failed test leaves no process behind)."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(30)
+
 
 async def _serve_session(installed: dict, bench: Cli) -> dict:
     """An MCP session with ``skillbase serve`` (stdio), while ``bench`` runs in its own process;
@@ -179,13 +186,16 @@ def test_the_wheel_installs_one_package_and_works_outside_the_checkout(installed
     # and an MCP session that, once the bench is done, finds its attempt.
     recall = Cli(installed, "recall", "relu", "-k", "5")
     bench = Cli(installed, "bench", "relu", "optimized", "--device", "cpu")
-    served = anyio.run(_serve_session, installed, bench)
-    recalled = recall.result()
+    try:
+        served = anyio.run(_serve_session, installed, bench)
+        recalled = recall.result()
+    finally:
+        recall.stop(), bench.stop()
 
     assert any(i["kind"] == "experience" and i["id"] in experiences for i in recalled["items"]), recalled["items"]
     assert any(i["kind"] == "skill" for i in recalled["items"])
-    report = served["bench"]["report"]
-    assert report["verdict"] == "correct" and report["device"] == "cpu", report["message"]
+    checked = served["bench"]["report"]
+    assert checked["verdict"] == "correct" and checked["device"] == "cpu", checked["message"]
     assert served["tools"] == sorted(t.name for t in TOOLS)
     info = served["load_task"]["summary"]["info"]
     assert Path(info["path"]) == seeds / "tasks" / "relu" / "task.py"
