@@ -20,6 +20,7 @@ import site
 import subprocess
 import sys
 import sysconfig
+import tomllib
 import zipfile
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -152,6 +153,20 @@ async def _serve_session(installed: dict, bench: Cli) -> dict:
             assert not result.is_error, f"{tool}: {result.content[0].text}"
             out[tool] = result.structured_content
     return out
+
+
+def test_every_package_folder_is_listed_in_pyproject():
+    """Under a package-dir mapping setuptools discovers nothing: a package folder missing from
+    pyproject's list is missing from the wheel, and the installed command fails to import it."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
+    found = set()
+    for package, folder in config["package-dir"].items():
+        for init in (ROOT / folder).rglob("__init__.py"):
+            rel = init.parent.relative_to(ROOT / folder).parts
+            if package == "skillbase.seeds" and rel[:1] in (("tasks",), ("skills",)):
+                continue  # seed data: standalone modules shipped as package-data
+            found.add(".".join([package, *rel]))
+    assert found - set(config["packages"]) == set(), "add these to [tool.setuptools] packages"
 
 
 @pytest.mark.slow
