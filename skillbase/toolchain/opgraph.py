@@ -203,7 +203,7 @@ class _Builder:
         for vid in reads:
             self.values[vid].consumers.append(index)
         op = Op(index=index, name=name, base=base, kind="view" if is_view else "other", reads=reads, writes=writes,
-                in_shapes=[list(map(int, t.shape)) for t in read_tensors],
+                in_shapes=[list(map(int, t.shape)) for t in flat_in],
                 out_shapes=[list(map(int, o.shape)) for o in flat_out],
                 dtype=dtype_name(flat_out[0].dtype if flat_out else (read_tensors[0].dtype if read_tensors else "")))
         if is_view:
