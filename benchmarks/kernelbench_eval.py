@@ -74,10 +74,15 @@ def problem_files(root: Path, level: int) -> list[Path]:
 
 def missing_module(message: str) -> str | None:
     """The module a load failure names as missing, if that is what it was."""
-    for marker in ("No module named ",):
-        if marker in message:
-            return message.split(marker, 1)[1].split()[0].strip("'\":;,")
+    marker = "No module named "
+    if marker in message:
+        return message.split(marker, 1)[1].split()[0].strip("'\":;,")
     return None
+
+
+def needs_network(message: str) -> bool:
+    """A problem that downloads model files when imported (level 4's Hugging Face models)."""
+    return "huggingface.co" in message or "offline mode" in message
 
 
 # ---------------------------------------------------------------------------
@@ -112,12 +117,13 @@ def describe_all(root: Path, home: Path) -> tuple[dict, dict]:
                     msg = f"{type(e).__name__}: {e}"
                     infos[str(p)] = None
                     rows.append({"problem": p.stem, "ok": False, "error": msg[:400],
-                                 "missing_module": missing_module(msg)})
+                                 "missing_module": missing_module(msg), "needs_network": needs_network(msg)})
             failed = [r for r in rows if not r["ok"]]
             loads[f"level{level}"] = {
                 "problems": len(rows), "loaded": len(rows) - len(failed),
                 "missing_module": sorted({r["missing_module"] for r in failed if r["missing_module"]}),
-                "other_failures": [r for r in failed if not r["missing_module"]],
+                "needs_network": sum(1 for r in failed if r["needs_network"]),
+                "other_failures": [r for r in failed if not r["missing_module"] and not r["needs_network"]],
                 "failures": failed,
                 "traced": {k: sum(1 for r in rows if r.get("traced") == k)
                            for k in ("meta", "meta_after_cpu_init", "cpu_shrunk", "failed")},
@@ -229,14 +235,14 @@ def markdown(r: dict) -> str:
                 lines.append(f"- miss {lv} {m['problem']}: labelled {m['label']}, got {m['got']}")
         lines.append("")
     if "loads" in r:
-        lines += ["| level | problems | described | missing modules | other failures | traced meta / cpu-init / "
-                  "shrunk / untraceable |", "|---|---|---|---|---|---|"]
+        lines += ["| level | problems | described | missing modules | model files to download | other failures | "
+                  "traced meta / cpu-init / shrunk / untraceable |", "|---|---|---|---|---|---|---|"]
         for lv, d in r["loads"].items():
             if not lv.startswith("level"):
                 continue
             t = d["traced"]
             lines.append(f"| {lv} | {d['problems']} | {d['loaded']} | {', '.join(d['missing_module']) or '-'} | "
-                         f"{len(d['other_failures'])} | {t['meta']} / {t['meta_after_cpu_init']} / {t['cpu_shrunk']} "
+                         f"{d['needs_network']} | {len(d['other_failures'])} | {t['meta']} / {t['meta_after_cpu_init']} / {t['cpu_shrunk']} "
                          f"/ {t['failed']} |")
         for k, v in r["loads"]["describe_ms"].items():
             lines.append(f"- describe, {k}: p50 {v['p50']} ms, p95 {v['p95']} ms, max {v['max']} ms (n={v['n']}, "

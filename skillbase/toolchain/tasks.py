@@ -107,6 +107,10 @@ def import_module_at(path: Path, shape: dict[str, Any] | None = None, *, kind: s
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
+    except ModuleNotFoundError as e:
+        raise TaskError(f"task {str(path)!r} does not import: {type(e).__name__}: {e}",
+                        hint=f"it needs the module {e.name!r}: install it (pip install {e.name}) where "
+                             "skillbase runs" if e.name else None) from e
     except (Exception, SystemExit, KeyboardInterrupt) as e:  # a module calling sys.exit() is a bad module
         raise TaskError(f"task {str(path)!r} does not import: {type(e).__name__}: {e}") from e
     finally:

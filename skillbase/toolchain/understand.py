@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from skillbase.models import FAMILIES, FusionInfo, OpInfo, TaskUnderstanding, family_lineage
+from skillbase.models import FAMILIES, FusionInfo, Hardware, OpInfo, TaskUnderstanding, family_lineage
 
 from skillbase.toolchain.opgraph import Op, OpGraph
 
@@ -65,6 +65,18 @@ class Roof:
 # KernelBench's fp32 tolerance (1e-4), which a task keeps unless its META relaxes it.
 DEFAULT_ROOF = Roof("H100 SXM, nominal (3350 GB/s; 67 TFLOP/s fp32; 989 TFLOP/s fp16/bf16 tensor cores)",
                     3350.0, 67.0, {"fp16": 989.0, "bf16": 989.0, "mixed": 989.0, "fp8": 1979.0, "int8": 1979.0})
+
+
+def roof_of(hw: Hardware) -> Roof | None:
+    """The roofline of a measured device (None without a measured bandwidth): measured copy bandwidth and
+    matmul rates; a rate it did not measure keeps DEFAULT_ROOF's."""
+    if not hw.peak_gbps:
+        return None
+    rates = {d: hw.peak_tflops.get(k) or hw.peak_tflops.get(alt, 0.0) or DEFAULT_ROOF.tensor_tflops[d]
+             for d, k, alt in (("fp16", "fp16", "bf16"), ("bf16", "bf16", "fp16"), ("mixed", "bf16", "fp16"),
+                               ("fp8", "fp8", "fp8"), ("int8", "int8", "int8"))}
+    return Roof(f"{hw.name} ({hw.arch}), measured: {hw.peak_gbps:.0f} GB/s", hw.peak_gbps,
+                hw.peak_tflops.get("fp32") or DEFAULT_ROOF.fp32_tflops, rates)
 
 
 def understand(graph: OpGraph, roof: Roof = DEFAULT_ROOF) -> TaskUnderstanding:
