@@ -105,9 +105,9 @@ def test_family_affinity_knows_the_family_tree():
 def test_the_graph_holds_the_family_tree_and_a_task_s_other_families(tmp_path, embedder, softmax_task):
     from retriever_factories import lineage
 
-    from conftest import open_store
+    from skillbase.memory.store import Store
 
-    store = open_store(tmp_path / "home", embedder)
+    store = Store.open(Settings.from_env(env={}, home=tmp_path / "home"), embedder=embedder)
     try:
         convt = understood("kb_convt_gn", "conv_epilogue", ["conv_epilogue", "conv", "conv_transpose", "norm",
                                                             "group_norm"])
