@@ -26,12 +26,12 @@ casts, copies, views, gathers, padding          0       0
 random fills (bernoulli, dropout masks)         2       0
 sum mean prod amax amin argmax any (per input)  1       0
 var std (per input)                             3       0
-linalg_vector_norm p=1,2,inf / other p          2 / 4   0 / 2
+vector norm p=1,2,inf / other p (+ a root)      2 / 4   0 / 2
 logsumexp (per input; + a log per output)       4       1
 softmax: max, sub, exp, sum, div (per input)    5       1
 log_softmax (+ a log per row)                   5       1
-layer/group/batch norm, training (per input)    8       0 (+ rsqrt per row)
-batch norm, inference (per input)               4       0
+layer/group/batch norm, training (per input)    8       0 (+ an rsqrt per group)
+batch norm, inference (per input)               4       0 (+ an rsqrt per channel)
 rms norm (per input)                            4       0 (+ rsqrt per row)
 cumsum cumprod cummax (per input)               1       0
 logcumsumexp (per input)                        4       2
