@@ -162,8 +162,6 @@ class _Builder:
         inplace = torch.Tag.inplace in func.tags or (base.endswith("_") and not base.endswith("__"))
         if inplace and base.endswith("_") and not base.startswith("_"):
             base = base[:-1]
-        elif inplace and base.startswith("_") and base.endswith("_") and base[:-1] in opcost.LAYOUT:
-            base = base[:-1]
         flat_in = _tensors((args, tuple(kwargs.values())))
         flat_out = _tensors(out)
         mutated = _mutated_args(func, args, kwargs)
@@ -483,7 +481,7 @@ def trace(tm, reload: Callable[[dict], Any] | None = None) -> OpGraph:
         return _graph(*_run(tm, init_device="meta", run_device="meta"), traced="meta")
     except TraceFailed:
         raise
-    except Exception as e:  # noqa: BLE001 - any failure of user code means: try the next way
+    except (Exception, SystemExit) as e:  # noqa: BLE001 - any failure of user code: try the next way
         reasons.append(f"on the meta device: {type(e).__name__}: {_short(e)}")
         init_failed = _failed_in_init(e)
     if init_failed:
@@ -494,7 +492,7 @@ def trace(tm, reload: Callable[[dict], Any] | None = None) -> OpGraph:
             return g
         except TraceFailed:
             raise
-        except Exception as e:  # noqa: BLE001
+        except (Exception, SystemExit) as e:  # noqa: BLE001
             reasons.append(f"built on the CPU, run on meta: {type(e).__name__}: {_short(e)}")
     if reload is None:
         raise TraceFailed(reasons)
@@ -502,7 +500,7 @@ def trace(tm, reload: Callable[[dict], Any] | None = None) -> OpGraph:
         return _trace_shrunk(tm, reload, reasons)
     except TraceFailed as e:
         reasons += e.reasons
-    except Exception as e:  # noqa: BLE001
+    except (Exception, SystemExit) as e:  # noqa: BLE001
         reasons.append(f"on CPU tensors at a shrunk shape: {type(e).__name__}: {_short(e)}")
     raise TraceFailed(reasons)
 

@@ -218,7 +218,7 @@ def _untraced(tm: TaskModule) -> Trace:
     try:
         with torch.device("meta"):
             ins = [t for t in flatten_tensors(list(tm.get_inputs()))]
-    except Exception:  # noqa: BLE001 - the summary already says the task could not be traced
+    except (Exception, SystemExit):  # noqa: BLE001 - the summary already says the task could not be traced
         ins = []
     floats = [t for t in ins if t.is_floating_point()]
     dtype = opgraph.dtype_name(floats[0].dtype) if floats and len({t.dtype for t in floats}) == 1 else "mixed"

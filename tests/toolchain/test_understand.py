@@ -257,6 +257,9 @@ def test_a_forward_that_never_traces_is_family_other_with_the_reason(tmp_path):
     assert "broken on purpose" in info.understanding.summary
     assert info.input_shapes == [[16, 4]] and info.bytes_moved == 16 * 4 * F32 and info.flops == 0
     assert info.tolerance.atol == 1e-4
+    exits = write_task(tmp_path, "exiting_forward", p.read_text().replace(
+        'raise RuntimeError("this reference is broken on purpose")', 'import sys; sys.exit(3)'))
+    assert tasks.describe(exits, builtin=False, max_bytes=MAX).family == "other"
 
 
 def test_a_missing_module_names_the_module(tmp_path):
