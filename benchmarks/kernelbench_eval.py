@@ -1,9 +1,10 @@
 """Task understanding and recall on KernelBench's own problem files.
 
-    python benchmarks/kernelbench_eval.py --kernelbench /path/to/KernelBench-checkout --out DIR
+    python benchmarks/kernelbench_eval.py --kernelbench KB_DIR --out DIR
 
-The checkout is read in place (its ``KernelBench/level1..4`` folders); no problem
-file enters this repository. The labels are ours: benchmarks/data/kernelbench_labels.yaml
+KB_DIR is a checkout of ScalingIntelligence/KernelBench, read in place (its
+level1 to level4 folders of its KernelBench folder); no problem file and no path of it enters this
+repository or the results. The labels are ours: benchmarks/data/kernelbench_labels.yaml
 gives, per level-1 and level-2 problem, the primary family we judge correct, and
 for 65 of them the techniques an expert would try first (written before any
 ranking was looked at).
@@ -114,7 +115,8 @@ def describe_all(root: Path, home: Path) -> tuple[dict, dict]:
                     rows.append({"problem": p.stem, "ok": True, "ms": round(first, 1), "family": info.family,
                                  "traced": info.understanding.traced})
                 except Exception as e:  # noqa: BLE001 - every failure is reported, none stops the run
-                    msg = f"{type(e).__name__}: {e}"
+                    # Problems are named by stem: no path of the checkout goes into the results.
+                    msg = f"{type(e).__name__}: {e}".replace(str(p), p.name)
                     infos[str(p)] = None
                     rows.append({"problem": p.stem, "ok": False, "error": msg[:400],
                                  "missing_module": missing_module(msg), "needs_network": needs_network(msg)})
