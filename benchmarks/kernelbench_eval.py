@@ -2,12 +2,12 @@
 
     python benchmarks/kernelbench_eval.py --kernelbench KB_DIR --out DIR
 
-KB_DIR is a checkout of ScalingIntelligence/KernelBench, read in place (its
-level1 to level4 folders of its KernelBench folder); no problem file and no path of it enters this
-repository or the results. The labels are ours: benchmarks/data/kernelbench_labels.yaml
-gives, per level-1 and level-2 problem, the primary family we judge correct, and
-for 65 of them the techniques an expert would try first (written before any
-ranking was looked at).
+KB_DIR is a checkout of ScalingIntelligence/KernelBench, read in place (the
+level1 to level4 folders of its KernelBench folder); no problem file and no
+path of it enters this repository or the results. The labels are ours:
+benchmarks/data/kernelbench_labels.yaml gives, per level-1 and level-2 problem,
+the primary family we judge correct, and for 65 of them the techniques an
+expert would try first (written before any ranking was looked at).
 
 Reported (JSON and markdown under ``--out``):
 
