@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections import Counter
 import os
 import platform
 import statistics
@@ -129,6 +130,7 @@ def describe_all(root: Path, home: Path) -> tuple[dict, dict]:
                 "failures": failed,
                 "traced": {k: sum(1 for r in rows if r.get("traced") == k)
                            for k in ("meta", "meta_after_cpu_init", "cpu_shrunk", "failed")},
+                "families": dict(Counter(r["family"] for r in rows if r["ok"]).most_common()),
             }
             log(f"level {level}: {len(rows) - len(failed)}/{len(rows)} described")
     with Toolchain(settings) as tc:  # a new process: the on-disk cache answers
@@ -246,6 +248,9 @@ def markdown(r: dict) -> str:
             lines.append(f"| {lv} | {d['problems']} | {d['loaded']} | {', '.join(d['missing_module']) or '-'} | "
                          f"{d['needs_network']} | {len(d['other_failures'])} | {t['meta']} / {t['meta_after_cpu_init']} / {t['cpu_shrunk']} "
                          f"/ {t['failed']} |")
+        for lv, d in r["loads"].items():
+            if lv.startswith("level") and d["families"]:
+                lines.append(f"- {lv} families: " + ", ".join(f"{f} {n}" for f, n in d["families"].items()))
         for k, v in r["loads"]["describe_ms"].items():
             lines.append(f"- describe, {k}: p50 {v['p50']} ms, p95 {v['p95']} ms, max {v['max']} ms (n={v['n']}, "
                          "wall clock)")
