@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Callable
 
 from skillbase.config import Settings
-from skillbase.errors import InvalidInput, LimitExceeded, NotFound, ToolchainUnavailable
+from skillbase.errors import InvalidInput, LimitExceeded, NotFound, TaskError, ToolchainUnavailable
 from skillbase.models import (BenchReport, Candidate, Check, CompileReport, CorrectnessReport, Diagnostic,
                               ErrorInfo, Hardware, TaskInfo, TimingStats, content_hash)
 
@@ -307,7 +307,12 @@ class Toolchain:
     def _trace(self, task: TaskInfo, shape: dict | None) -> tasks.Trace:
         key = make_key(task.path, task.source_hash, shape)
         if key not in self._traces:
-            self._traces[key] = tasks.trace_reference(tasks.load_task_module(Path(task.path), shape))
+            tm = tasks.load_task_module(Path(task.path), shape)
+            try:
+                self._traces[key] = tasks.trace_reference(tm, fallbacks=True)
+            except TaskError:
+                # A reference that cannot be traced is still benchmarked: its inputs are known.
+                self._traces[key] = tasks.untraced(tm)
         return self._traces[key]
 
     def _shape_for(self, task: TaskInfo, kind: str) -> dict | None:

@@ -472,9 +472,10 @@ def _graph(builder: _Builder, out, ins: list, params: list, traced: str) -> OpGr
     )
 
 
-def trace(tm, reload: Callable[[dict], Any] | None = None) -> OpGraph:
-    """The op graph of one forward of task module ``tm`` (see the module docstring for the fallbacks).
-    ``reload(shape)`` imports the task afresh at a shape; without it there is no shrunk-shape fallback."""
+def trace(tm, reload: Callable[[dict], Any] | None = None, *, fallbacks: bool = True) -> OpGraph:
+    """The op graph of one forward of task module ``tm`` (see the module docstring for the fallbacks;
+    ``fallbacks=False``: the meta device only). ``reload(shape)`` imports the task afresh at a shape;
+    without it there is no shrunk-shape fallback."""
     reasons = []
     init_failed = False
     try:
@@ -484,6 +485,8 @@ def trace(tm, reload: Callable[[dict], Any] | None = None) -> OpGraph:
     except (Exception, SystemExit) as e:  # noqa: BLE001 - any failure of user code: try the next way
         reasons.append(f"on the meta device: {type(e).__name__}: {_short(e)}")
         init_failed = _failed_in_init(e)
+    if not fallbacks:
+        raise TraceFailed(reasons)
     if init_failed:
         try:
             g = _graph(*_run(tm, init_device="cpu", run_device="meta"), traced="meta_after_cpu_init")

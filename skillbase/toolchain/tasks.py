@@ -190,10 +190,11 @@ class Trace:
     output_dtypes: list[str]
 
 
-def trace_reference(tm: TaskModule) -> Trace:
-    """Run the reference once on the meta device (with opgraph's fallbacks): shapes, bytes and FLOPs."""
+def trace_reference(tm: TaskModule, *, fallbacks: bool = False) -> Trace:
+    """Run the reference once on the meta device: shapes, bytes and FLOPs, no memory used. With
+    ``fallbacks``, a model or forward that needs real numbers is traced as ``opgraph.trace`` does."""
     try:
-        return _trace_of(_op_graph(tm))
+        return _trace_of(_op_graph(tm, fallbacks=fallbacks))
     except opgraph.TraceFailed as e:
         raise TaskError(
             f"task {str(tm.path)!r} could not be traced: {e}",
@@ -201,8 +202,8 @@ def trace_reference(tm: TaskModule) -> Trace:
         ) from e
 
 
-def _op_graph(tm: TaskModule) -> opgraph.OpGraph:
-    return opgraph.trace(tm, reload=lambda shape: load_task_module(tm.path, shape))
+def _op_graph(tm: TaskModule, *, fallbacks: bool = True) -> opgraph.OpGraph:
+    return opgraph.trace(tm, reload=lambda shape: load_task_module(tm.path, shape), fallbacks=fallbacks)
 
 
 def _trace_of(g: opgraph.OpGraph) -> Trace:
@@ -211,7 +212,7 @@ def _trace_of(g: opgraph.OpGraph) -> Trace:
                  output_dtypes=g.output_dtypes)
 
 
-def _untraced(tm: TaskModule) -> Trace:
+def untraced(tm: TaskModule) -> Trace:
     """What can be known of a task whose forward does not trace: its inputs, built on the meta device."""
     import torch
 
@@ -254,7 +255,7 @@ def understand_task(tm: TaskModule, source_hash: str, cache=None) -> tuple[Trace
         graph = _op_graph(tm)
         tr, u = _trace_of(graph), understand.understand(graph)
     except opgraph.TraceFailed as e:
-        tr = _untraced(tm)
+        tr = untraced(tm)
         u = understand.failed(e.reasons, tr.input_bytes)
     if cache is not None:
         cache.put(key, {"trace": asdict(tr), "understanding": u.model_dump(mode="json")})

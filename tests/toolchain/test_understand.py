@@ -303,3 +303,32 @@ def test_descriptions_are_cached_by_content_hash(tmp_path, monkeypatch):
         assert tc.load_task(str(p)).family == "elementwise"
     assert len(calls) == 2
     assert list(JsonCache(settings.cache_dir, "tasks").dir.rglob("*.json"))
+
+
+def test_an_untraceable_reference_is_still_benchmarked(tmp_path, toolchain):
+    from skillbase.models import Candidate
+
+    from .conftest import FIXTURES
+
+    p = write_task(tmp_path, "untraceable_scale", """
+        import torch, torch.nn as nn
+        batch_size, dim = 64, 257
+        class Model(nn.Module):
+            def __init__(self, dim):
+                super().__init__()
+                self.w = nn.Parameter(torch.randn(dim))
+            def forward(self, x):
+                # Neither on meta nor at batch 1, the two ways it could be traced.
+                if x.is_meta or x.shape[0] < 2:
+                    raise RuntimeError("no tracing, please")
+                return x * self.w
+        def get_inputs():
+            return [torch.randn(batch_size, dim)]
+        def get_init_inputs():
+            return [dim]
+    """)
+    info = toolchain.load_task(str(p))
+    assert info.family == "other" and "no tracing, please" in info.understanding.summary
+    source = (FIXTURES / "scale_triton.py").read_text()
+    report = toolchain.benchmark(info, Candidate(source=source), "cpu", use_cache=False)
+    assert report.verdict == "correct", report.message
