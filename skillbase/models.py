@@ -229,7 +229,8 @@ class TaskUnderstanding(Record):
 
     family: str = Field(description="primary family from the trace ('other' when it could not be traced)")
     families: list[str] = Field(default_factory=list, description="every family the forward shows, most telling first")
-    ops: list[OpInfo] = Field(default_factory=list, description="the op sequence, the first 64 ops at most (ops_total counts all)")
+    ops: list[OpInfo] = Field(default_factory=list,
+                              description="the op sequence, the first 64 ops at most (ops_total counts all)")
     ops_total: int = 0
     bytes: int = Field(0, description="fewest bytes a fused kernel must move (FusionInfo.min_bytes)")
     flops: int = Field(0, description="FLOPs of every op, elementwise and transcendental ones included")
