@@ -18,7 +18,10 @@ running statistics: tries, successes (gain > 1.02), Welford mean and variance
 of log-gain, last seen), ``implements`` (skill -> technique), ``teaches``
 (experience -> technique), ``before``/``after`` (experience -> attempt),
 ``similar-to`` (task -> task of the same family), ``instance-of`` (task ->
-class), ``in-family`` (class -> family), ``measured-on`` (task -> hardware).
+class), ``in-family`` (class -> family), ``measured-on`` (task -> hardware),
+``sub-family-of`` (family -> the broader family it belongs to: conv_transpose
+-> conv), ``has-family`` (task -> each further family its traced forward
+shows, with its rank: the group norm after a convolution).
 
 A step's techniques are those the child claims beyond its parent's (all of the
 child's when it claims nothing new); the context of a value sample is the
@@ -42,6 +45,7 @@ import networkx as nx
 from pydantic import BaseModel, Field
 
 from skillbase.memory.records import Change
+from skillbase.models import family_lineage
 
 SNAPSHOT_FORMAT = 1
 SUCCESS_GAIN = 1.02  # a step "succeeds" when it is at least 2% faster
@@ -242,6 +246,10 @@ class ReasoningGraph:
             rows["skill", name] = ledger.get_skill(name)
         for name in dict.fromkeys(ids.get("technique", [])):
             rows["technique", name] = ledger.get_technique(name)
+        for name in dict.fromkeys(ids.get("task", [])):
+            found = ledger.list_task_records([name])
+            if found:
+                rows["task", name] = found[0]
         with self._lock:
             for c in changes:
                 row = rows.get((c.kind, c.item_id))
@@ -274,8 +282,29 @@ class ReasoningGraph:
         attrs = self._node(self._tech(t.name))
         attrs.update(title=t.title, category=t.category)
 
-    def _put_task(self, row) -> None:  # task info adds nothing the attempts do not carry
-        return None
+    def _put_task(self, rec) -> None:
+        """A task's traced families beyond its primary one, as ``has-family`` edges."""
+        info = rec.info
+        if info is None or len(info.families) < 2:
+            return
+        node = self._task(rec.name, rec.signature, rec.family, rec.dtype, rec.regime)
+        for _, v, key in list(self.g.out_edges(node, keys=True)):
+            if key == "has-family":
+                self.g.remove_edge(node, v, key)
+        for rank, family in enumerate(info.families[1:], 1):
+            self._family(family)
+            self._edge(node, f"family:{family}", "has-family", rank=rank)
+
+    def _family(self, family: str) -> dict[str, Any]:
+        """The family's node, linked to the broader families it belongs to."""
+        node = f"family:{family}"
+        new = node not in self.g
+        attrs = self._node(node, kind="family", recent=[])
+        if new:
+            for parent in family_lineage(family)[1:]:
+                self._node(f"family:{parent}", kind="family", recent=[])
+                self._edge(node, f"family:{parent}", "sub-family-of")
+        return attrs
 
     def _task(self, name: str, signature: str, family: str, dtype: str, regime: str) -> str:
         node = f"task:{name}"
@@ -286,7 +315,7 @@ class ReasoningGraph:
         cls = f"class:{signature}"
         self._node(cls, kind="class", family=family, dtype=dtype, regime=regime, top=[])
         fam = f"family:{family}"
-        recent = self._node(fam, kind="family", recent=[])["recent"]
+        recent = self._family(family)["recent"]
         self._edge(node, cls, "instance-of")
         self._edge(cls, fam, "in-family")
         if new:

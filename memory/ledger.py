@@ -467,6 +467,40 @@ class Ledger:
             raise NotFound(f"no task {name!r} in the ledger", hint="tasks appear when an attempt on them is recorded")
         return _task_from_row(rows[0])
 
+    def list_task_records(self, names: Sequence[str]) -> list[TaskRecord]:
+        """The tasks with these names that the ledger knows (unknown names are skipped)."""
+        out = []
+        for chunk in _chunks(list(names), 500):
+            out += [_task_from_row(r) for r in self._query(
+                "SELECT name, signature, family, dtype, regime, info, first_seen, updated_at FROM tasks "
+                f"WHERE name IN ({','.join('?' * len(chunk))})", chunk)]
+        return out
+
+    def rederive_task(self, info: TaskInfo) -> int:
+        """Store a task's re-derived TaskInfo and give its attempts and lessons the class it says
+        (family, dtype, regime); returns how many attempts and lessons changed class."""
+        sig = info.signature
+        family, dtype, regime = parse_signature(sig)
+        changed = 0
+        with self.write() as cur:
+            for table, kind in (("attempts", "attempt"), ("experiences", "experience")):
+                rows = cur.execute(f"SELECT id, record FROM {table} WHERE task=? AND task_signature IS NOT NULL "
+                                   "AND task_signature != ?", (info.name, sig)).fetchall()
+                for item_id, record in rows:
+                    data = json.loads(record)
+                    data.update(task_signature=sig, family=family, dtype=dtype)
+                    extra = ", regime=?" if table == "attempts" else ""
+                    cur.execute(f"UPDATE {table} SET task_signature=?, family=?, dtype=?{extra}, record=? WHERE id=?",
+                                (sig, family, dtype, *([regime] if extra else []),
+                                 json.dumps(data, separators=(",", ":")), item_id))
+                    self._change(cur, kind, item_id)
+                    changed += 1
+            self._touch_task(cur, info.name, sig, sort_time(utcnow()))
+            cur.execute("UPDATE tasks SET signature=?, family=?, dtype=?, regime=?, info=? WHERE name=?",
+                        (sig, family, dtype, regime, info.model_dump_json(), info.name))
+            self._change(cur, "task", info.name)
+        return changed
+
     def list_tasks(self, family: str | None = None) -> list[TaskRecord]:
         sql = "SELECT name, signature, family, dtype, regime, info, first_seen, updated_at FROM tasks"
         rows = self._query(sql + " WHERE family=? ORDER BY name", (family,)) if family else self._query(sql + " ORDER BY name")

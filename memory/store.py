@@ -340,6 +340,14 @@ class Store:
     def get_task(self, name: str) -> TaskRecord:
         return self.ledger.get_task(name)
 
+    def rederive_task(self, info: TaskInfo) -> int:
+        """Store a task's re-derived TaskInfo (its file understood anew) and move its attempts and
+        lessons to the class it says; returns how many changed class. ``reindex`` then rebuilds
+        what derives from them."""
+        n = self.ledger.rederive_task(info)
+        self._sync_quietly()
+        return n
+
     def list_tasks(self, family: str | None = None) -> list[TaskRecord]:
         return self.ledger.list_tasks(family)
 

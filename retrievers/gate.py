@@ -25,6 +25,7 @@ from skillbase.models import CODE_FEATURES, Skill, arch_number
 from skillbase.retrievers.query import Query
 
 DEMOTE_FAMILY = 0.3
+DEMOTE_PART = 0.55  # written for a family that is one part of the task (the norm after its convolution)
 DEMOTE_DTYPE = 0.4
 DEMOTE_BOTTLENECK = 0.6
 DEMOTE_MISSING_FEATURE = 0.6
@@ -74,8 +75,15 @@ def gate(skill: Skill, q: Query) -> GateResult:
 
     guessed_family = "task" not in q.inputs and "report" not in q.inputs
     if w.families and q.family:
+        broader = [f for f in q.lineage if f in w.families]
+        part = [f for f in q.parts if f in w.families]
         if q.family in w.families:
             matched.append(f"family {q.family}")
+        elif broader:
+            matched.append(f"family {broader[0]} (this is {q.family})")
+        elif part:
+            factor *= DEMOTE_PART
+            reasons.append(f"written for {part[0]}, one part of this {q.family} task")
         else:
             factor *= _soft(DEMOTE_FAMILY, guessed_family)
             reasons.append(f"written for {', '.join(w.families[:4])}{', ...' if len(w.families) > 4 else ''}, "

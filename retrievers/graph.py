@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import math
 
+from skillbase.models import family_lineage
+
 from skillbase.retrievers.catalog import Catalog
 from skillbase.retrievers.gate import GateResult, gate
 from skillbase.retrievers.hits import Hit
@@ -50,7 +52,7 @@ def skill_priors(q: Query, gates: dict[str, GateResult], skills: dict) -> dict[s
             continue
         w = skill.applies_when
         mean = 0.05
-        if q.family and q.family in w.families:
+        if q.family and set(q.lineage) & set(w.families):
             mean += 0.06 * min(1.0, 3 / len(w.families))
         if q.bottleneck and q.bottleneck in w.bottlenecks:
             mean += 0.02 * min(1.0, 2 / len(w.bottlenecks))
@@ -84,11 +86,13 @@ def technique_families(skills: dict) -> dict[str, set[str] | None]:
 
 
 def out_of_family(family: str | None, skills: dict) -> set[str]:
-    """Techniques that no skill is written for ``family`` (empty if the
-    family is unknown): measured gains elsewhere do not carry over to it."""
+    """Techniques that no skill is written for ``family`` or a broader family
+    it belongs to (empty if the family is unknown): measured gains elsewhere
+    do not carry over to it."""
     if not family:
         return set()
-    return {t for t, fams in technique_families(skills).items() if fams is not None and family not in fams}
+    lineage = set(family_lineage(family))
+    return {t for t, fams in technique_families(skills).items() if fams is not None and not fams & lineage}
 
 
 class GraphRetriever:
@@ -99,8 +103,16 @@ class GraphRetriever:
         self.catalog = catalog
 
     def experience_refs(self, technique: str, family: str | None) -> list:
-        """The graph's experiences teaching ``technique`` (in ``family``), best first."""
-        return self.store.graph.experiences_for_technique(technique, k=EXPERIENCES_PER_TECHNIQUE, family=family)
+        """The graph's experiences teaching ``technique`` (in ``family``, else in the broader
+        families it belongs to), best first."""
+        graph = self.store.graph
+        refs = graph.experiences_for_technique(technique, k=EXPERIENCES_PER_TECHNIQUE, family=family)
+        for broader in family_lineage(family)[1:]:
+            if len(refs) >= EXPERIENCES_PER_TECHNIQUE:
+                break
+            refs += graph.experiences_for_technique(technique, k=EXPERIENCES_PER_TECHNIQUE - len(refs),
+                                                    family=broader)
+        return refs
 
     def gates(self, q: Query) -> dict[str, GateResult]:
         """The gate's verdict on every skill for this query."""
@@ -109,8 +121,12 @@ class GraphRetriever:
     def technique_beliefs(self, q: Query, gates: dict[str, GateResult]) -> dict[str, Posterior]:
         """Posterior log-gain per technique in the query's context."""
         skills = self.catalog.skills
+        graph = self.store.graph
+        # A family nothing was measured on yet learns from the nearest broader one that was.
+        family = next((f for f in q.lineage if graph.technique_values(family=f)), q.family)
+        task_class = q.task_class if family == q.family else None
         return posteriors(
-            self.store.graph, family=q.family, task_class=q.task_class, bottleneck=q.bottleneck, arch=q.arch,
+            graph, family=family, task_class=task_class, bottleneck=q.bottleneck, arch=q.arch,
             skill_priors=skill_priors(q, gates, skills), techniques=list(q.techniques),
             out_of_scope=out_of_family(q.family, skills) - set(q.techniques),
         )
@@ -183,9 +199,11 @@ class GraphRetriever:
             return []
         graph = self.store.graph
         lineages = graph.best_lineages(task_signature=q.task_class, arch=q.arch, k=n) if q.task_class else []
-        if len(lineages) < n and q.family:
+        for family in q.lineage:
+            if len(lineages) >= n:
+                break
             seen = {ln.attempt_id for ln in lineages}
-            lineages += [ln for ln in graph.best_lineages(family=q.family, arch=q.arch, k=n) if ln.attempt_id not in seen]
+            lineages += [ln for ln in graph.best_lineages(family=family, arch=q.arch, k=n) if ln.attempt_id not in seen]
         return [Hit("attempt", ln.attempt_id, ln.speedup_vs_eager,
                     f"best of {ln.task}: {ln.speedup_vs_eager:.2f}x vs eager in {len(ln.steps)} steps")
                 for ln in lineages[:n]]

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from skillbase.errors import InvalidInput
-from skillbase.models import BenchReport, CodeFeatures, TaskInfo, Technique, arch_number
+from skillbase.models import BenchReport, CodeFeatures, TaskInfo, Technique, arch_number, family_lineage
 
 from skillbase.retrievers.features import MAX_ANALYZED_BYTES, analyze_source
 from skillbase.retrievers.tokens import BOTTLENECK_WORDS, DTYPE_WORDS, FAMILY_WORDS, first_match
@@ -48,12 +48,15 @@ RELATED_FAMILIES = (
 
 
 def family_affinity(a: str | None, b: str | None) -> float:
-    """1 for the same family, 0.5 for related ones, 0 otherwise (or unknown)."""
+    """1 for the same family, 0.5 for related ones (or one within the other, or both within a
+    broader one: conv_transpose and depthwise_conv), 0 otherwise (or unknown)."""
     if not a or not b:
         return 0.0
     if a == b:
         return 1.0
-    return 0.5 if any(a in g and b in g for g in RELATED_FAMILIES) else 0.0
+    if any(a in g and b in g for g in RELATED_FAMILIES):
+        return 0.5
+    return 0.5 if set(family_lineage(a)) & set(family_lineage(b)) else 0.0
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,7 @@ class Query:
     inputs: tuple[str, ...] = ()  # which inputs were given: text, task, source, report
     task_name: str | None = None
     family: str | None = None
+    families: tuple[str, ...] = ()  # the task's traced families, primary first (a task's only)
     dtype: str | None = None
     regime: str | None = None
     bottleneck: str | None = None
@@ -87,6 +91,18 @@ class Query:
         return None
 
     @property
+    def lineage(self) -> tuple[str, ...]:
+        """The family and the broader families it belongs to: what is written for them applies."""
+        return family_lineage(self.family)
+
+    @property
+    def parts(self) -> tuple[str, ...]:
+        """Families of the task's other ops (a norm after a convolution), beyond its lineage and
+        the generic elementwise and layout parts every chain has."""
+        skip = set(self.lineage) | {"elementwise", "fused_elementwise", "layout", "other"}
+        return tuple(f for f in self.families if f not in skip)
+
+    @property
     def features(self) -> tuple[str, ...]:
         return tuple(self.code.features) if self.code else ()
 
@@ -95,6 +111,8 @@ class Query:
         parts = [f"{k}={v}" for k, v in (("task", self.task_name), ("family", self.family), ("dtype", self.dtype),
                                           ("regime", self.regime), ("bottleneck", self.bottleneck), ("arch", self.arch))
                  if v]
+        if len(self.families) > 1:
+            parts.append("families=" + ",".join(self.families))
         if self.features:
             parts.append("features=" + ",".join(self.features))
         if self.techniques:
@@ -171,9 +189,10 @@ def build_query(
     for f in (analysis.code.features if analysis and not analysis.code.parse_error else []):
         if f in FEATURE_TECHNIQUE:
             used.setdefault(FEATURE_TECHNIQUE[f])
+    families = tuple(task.families) if task is not None and task.families and task.family == family else ()
     q = Query(
         text="", lexical="", words=words, applied=tuple(used), inputs=inputs, task_name=task_name, family=family,
-        dtype=dtype, regime=regime,
+        families=families, dtype=dtype, regime=regime,
         bottleneck=bottleneck, bottleneck_from=bn_from, arch=arch_used,
         code=analysis.code if analysis else None, code_summary=analysis.summary if analysis else None,
         techniques=techniques, verdict=report.verdict if report else None, pct_sol=pct_sol, notes=tuple(notes),
@@ -250,7 +269,7 @@ def _bottleneck(task, report, words, family, dtype, arch, notes) -> tuple[str | 
             return "latency", "task"
         num = arch_number(arch) or _DEFAULT_ARCH
         bw, tc16, tf32, fp32 = _CEILINGS.get(num, _CEILINGS[_DEFAULT_ARCH])
-        if task.family in _TENSOR_CORE_FAMILIES:
+        if set(family_lineage(task.family)) & _TENSOR_CORE_FAMILIES:
             rate = tc16 if task.dtype in ("fp16", "bf16", "mixed") else (2 * tc16 if task.dtype in ("fp8", "int8") else tf32)
         else:
             rate = fp32

@@ -29,12 +29,12 @@ from typing import Any
 from skillbase import seeds
 from skillbase import skills as skill_ops
 from skillbase.config import Settings
-from skillbase.errors import InvalidInput, LimitExceeded, NotFound
+from skillbase.errors import InvalidInput, LimitExceeded, NotFound, SkillbaseError
 from skillbase.models import (
     Attempt, AttemptSummary, BenchmarkResult, BenchReport, Candidate, CompileReport, Experience, Feedback,
     InitReport, RecallResult, Skill, SkillVersion, Suggestion, TaskInfo, TaskSummary,
 )
-from skillbase.toolchain import roofline
+from skillbase.toolchain import roofline, understand
 
 Progress = Callable[[float, str], None]
 
@@ -151,6 +151,10 @@ class SkillBase:
             summary.baselines_ms = {k: v.median_ms for k, v in latest.baselines.items()}
             summary.floor_ms = roofline.floor_ms(info.bytes_moved, info.flops, hw.peak_gbps,
                                                  roofline.peak_rate(hw, info.dtype))
+            roof = understand.roof_of(hw)
+            if info.understanding is not None and roof is not None:
+                summary.info = info.model_copy(update={
+                    "understanding": understand.with_roof(info.understanding, info.dtype, roof)})
         correct = [a for a in timed if a.verdict == "correct"]
         if correct:
             summary.best = AttemptSummary.of(min(correct, key=lambda a: a.median_ms))
@@ -366,8 +370,31 @@ class SkillBase:
         return self.memory.import_jsonl(path)
 
     def reindex(self) -> int:
-        """Rebuild the vector index and the graph from the ledger; returns records indexed."""
+        """Re-derive stored tasks from their files (``rederive_tasks``), then rebuild the vector index
+        and the graph from the ledger; returns records indexed."""
+        self.rederive_tasks()
         return self.memory.reindex()
+
+    def rederive_tasks(self) -> list[dict[str, Any]]:
+        """Describe every stored task again from its file, where the file is still there, and give its
+        attempts and lessons the family and class the trace now finds (a task recorded as 'other' before
+        it was understood becomes 'softmax'). Returns one row per task that changed."""
+        changed = []
+        for rec in self.memory.list_tasks():
+            path = rec.info.path if rec.info is not None else ""
+            if not path or not Path(path).is_file():
+                continue
+            try:
+                info = self.toolchain.load_task(path)
+            except SkillbaseError:
+                continue  # the file no longer describes a task; its records keep their class
+            old = rec.info
+            if info.name != rec.name or (info.signature == rec.signature and old.families == info.families
+                                         and old.understanding == info.understanding):
+                continue
+            n = self.memory.rederive_task(info)
+            changed.append({"task": rec.name, "from": rec.signature, "to": info.signature, "records": n})
+        return changed
 
     # -- helpers ----------------------------------------------------------------------
 

@@ -290,6 +290,9 @@ def tasks_show(ctx: typer.Context, task: Annotated[str, typer.Argument(help="Bui
         out.print(f"[bold]{i.name}[/] ({i.family}, {i.dtype}, {i.regime}): {i.description}")
         out.print(f"inputs {i.input_shapes} -> outputs {i.output_shapes}; {i.bytes_moved / 1e6:.1f} MB moved, "
                   f"{i.flops / 1e9:.3f} GFLOP; tolerance atol={i.tolerance.atol:g} rtol={i.tolerance.rtol:g}")
+        if i.understanding is not None:
+            out.print(f"families: {', '.join(i.families)}")
+            out.print(i.understanding.summary)
         if s.hardware:
             base = ", ".join(f"{k} {_ms(v)}" for k, v in s.baselines_ms.items())
             out.print(f"on {s.hardware}: floor {_ms(s.floor_ms)} (bytes / measured bandwidth, FLOPs / measured "
@@ -691,6 +694,14 @@ def memory_import(ctx: typer.Context, path: Path, as_json: Json = False) -> None
 
 @memory_app.command("reindex")
 def memory_reindex(ctx: typer.Context, as_json: Json = False) -> None:
-    """Rebuild the vector index and the graph from the ledger."""
-    run(as_json, lambda: {"indexed": with_spinner("reindexing", _sb(ctx).reindex)},
-        lambda r: out.print(f"indexed {r['indexed']} records"))
+    """Re-derive stored tasks from their files, then rebuild the vector index and the graph from the ledger."""
+    def work():
+        sb = _sb(ctx)
+        return {"rederived": sb.rederive_tasks(), "indexed": with_spinner("reindexing", sb.reindex)}
+
+    def render(r) -> None:
+        for t in r["rederived"]:
+            out.print(f"{t['task']}: {t['from']} -> {t['to']} ({t['records']} records moved)")
+        out.print(f"indexed {r['indexed']} records")
+
+    run(as_json, work, render)

@@ -55,7 +55,49 @@ FAMILIES: dict[str, str] = {
     "conv": "convolutions",
     "pooling": "max / average pooling",
     "other": "anything that fits none of the above",
+    # Kinds found by tracing a task's forward (skillbase.toolchain.understand).
+    "gemv": "matrix-vector products: one side of the product is a vector (memory-bound)",
+    "batched_matmul": "a batch of independent matrix products (bmm)",
+    "conv_transpose": "transposed (fractionally strided) convolutions",
+    "depthwise_conv": "depthwise convolutions: one filter per channel, no sum over channels",
+    "conv_epilogue": "a convolution with elementwise, norm, pooling or reduction ops fused around it",
+    "argreduce": "argmax / argmin: the index of an extremum over a dim",
+    "fused_reduction": "a reduction fed by elementwise producers, fused into one pass",
+    # Qualifiers: they refine a family in TaskInfo.families and are never a primary family.
+    "batch_norm": "normalization over the batch and spatial dims, per channel",
+    "layer_norm": "normalization over the last dims, per row",
+    "group_norm": "normalization over groups of channels",
+    "instance_norm": "normalization over the spatial dims, per sample and channel",
+    "rms_norm": "scaling by the root mean square, per row",
+    "l1_norm": "division by a sum of absolute values",
+    "l2_norm": "division by a Euclidean (Frobenius) norm",
+    "log_softmax": "log of a softmax",
 }
+
+FAMILY_PARENTS: dict[str, tuple[str, ...]] = {
+    "gemv": ("matmul",), "batched_matmul": ("matmul",),
+    "conv_transpose": ("conv",), "depthwise_conv": ("conv",),
+    # A convolution's epilogue is fused like a GEMM's (implicit GEMM makes it one).
+    "conv_epilogue": ("conv", "matmul_epilogue"),
+    "argreduce": ("reduction",), "fused_reduction": ("reduction",),
+    "batch_norm": ("norm",), "layer_norm": ("norm",), "group_norm": ("norm",), "instance_norm": ("norm",),
+    "rms_norm": ("norm",), "l1_norm": ("norm",), "l2_norm": ("norm",), "log_softmax": ("softmax",),
+}
+"""The broader families a family belongs to: what is written for the broader one applies to it."""
+
+QUALIFIER_FAMILIES = frozenset({"batch_norm", "layer_norm", "group_norm", "instance_norm", "rms_norm", "l1_norm",
+                                "l2_norm", "log_softmax"})
+
+
+def family_lineage(family: str | None) -> tuple[str, ...]:
+    """``family`` then every broader family it belongs to, nearest first:
+    ``'conv_epilogue'`` -> ('conv_epilogue', 'conv', 'matmul_epilogue')."""
+    if not family:
+        return ()
+    out = [family]
+    for f in out:
+        out += [p for p in FAMILY_PARENTS.get(f, ()) if p not in out]
+    return tuple(out)
 
 DTYPES: tuple[str, ...] = ("fp32", "fp16", "bf16", "fp8", "int8", "mixed")
 
@@ -153,6 +195,55 @@ class Tolerance(Record):
     rtol: float
 
 
+# -- what a task's forward runs (skillbase.toolchain.understand) ---------------
+
+
+class OpInfo(Record):
+    """One ATen op of a traced forward, with what it costs when it runs as its own kernel."""
+
+    op: str = Field(description="ATen op, e.g. 'aten.addmm'")
+    kind: str = Field(description="matmul, conv, attention, softmax, norm, pooling, reduction, argreduce, scan, loss, "
+                                  "elementwise, layout, factory, other")
+    family: str | None = Field(None, description="the family this op alone would be, e.g. 'conv_transpose'")
+    inputs: list[list[int]] = Field(default_factory=list, description="shapes of its tensor inputs")
+    output: list[int] = Field(default_factory=list, description="shape of its (first) output")
+    dtype: str = ""
+    flops: int = Field(0, description="FLOPs by the documented cost per op (toolchain/opcost.py)")
+    transcendentals: int = Field(0, description="exp/log/tanh/erf/sqrt... evaluations, counted in flops too")
+    bytes: int = Field(0, description="bytes it reads and writes as one eager kernel")
+
+
+class FusionInfo(Record):
+    """What fusing the whole forward into one kernel would save over running it op by op."""
+
+    eager_kernels: int = Field(0, description="kernels the forward launches op by op (views and empty tensors: none)")
+    eager_bytes: int = Field(0, description="bytes moved op by op: every op reads its inputs and writes its outputs")
+    min_bytes: int = Field(0, description="fewest bytes one fused kernel must move: inputs and weights read once, "
+                                          "outputs written once")
+    intermediate_bytes: int = Field(0, description="bytes of tensors one op writes and a later op reads")
+    removable_bytes: int = Field(0, description="eager_bytes - min_bytes: traffic a full fusion removes")
+
+
+class TaskUnderstanding(Record):
+    """A task as its traced forward shows it: families, ops, floor, regime and fusion headroom."""
+
+    family: str = Field(description="primary family from the trace ('other' when it could not be traced)")
+    families: list[str] = Field(default_factory=list, description="every family the forward shows, most telling first")
+    ops: list[OpInfo] = Field(default_factory=list,
+                              description="the op sequence, the first 64 ops at most (ops_total counts all)")
+    ops_total: int = 0
+    bytes: int = Field(0, description="fewest bytes a fused kernel must move (FusionInfo.min_bytes)")
+    flops: int = Field(0, description="FLOPs of every op, elementwise and transcendental ones included")
+    transcendentals: int = 0
+    intensity: float = Field(0.0, description="flops / bytes, FLOP per byte")
+    regime: Literal["launch", "memory", "compute"] | None = Field(
+        None, description="what bounds the fused kernel on `device`: launch (floor under 10 us), memory or compute")
+    device: str = Field("", description="the roofline the regime was read from")
+    fusion: FusionInfo = Field(default_factory=FusionInfo)
+    traced: Literal["meta", "meta_after_cpu_init", "cpu_shrunk", "failed"] = "meta"
+    summary: str = Field("", description="one paragraph: what it computes, and how it was traced or why it was not")
+
+
 class TaskInfo(Record):
     """A KernelBench-format task as loaded: what it computes and its floor."""
 
@@ -173,6 +264,8 @@ class TaskInfo(Record):
     solutions: dict[str, str] = Field(default_factory=dict, description="built-in solution name -> path")
     source_hash: str = ""
     builtin: bool = False
+    families: list[str] = Field(default_factory=list, description="family first, then the others the trace shows")
+    understanding: TaskUnderstanding | None = Field(None, description="what the traced forward runs")
 
     @property
     def signature(self) -> str:

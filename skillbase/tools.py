@@ -531,7 +531,9 @@ TOOLS: list[ToolSpec] = [
             "Load a GPU kernel optimization task and see what it computes: the PyTorch reference source, input and "
             "output shapes, dtype, family, the fewest bytes moved and FLOPs, and, when the task was measured on a "
             "GPU before, the physical floor time, the eager and torch.compile baseline times and the best attempt "
-            "so far. Call this first for any task. `task` is a built-in name (row_softmax, matmul, layernorm, ...; "
+            "so far. `info.understanding` is read from the traced forward of any file, META or not: the ranked "
+            "families, each ATen op with its FLOPs and bytes, the bytes one fused kernel must move, the regime "
+            "(launch/memory/compute) and what fusing would remove. Call this first for any task. `task` is a built-in name (row_softmax, matmul, layernorm, ...; "
             "an unknown name returns the list) or a KernelBench-format file in the workspace. Cheap: under a "
             "second, no GPU.")),
     ToolSpec(

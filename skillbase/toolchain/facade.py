@@ -22,13 +22,14 @@ import os
 import queue
 import threading
 import time
+from collections import OrderedDict
 from pathlib import Path
 from typing import Callable
 
 from skillbase.config import Settings
-from skillbase.errors import InvalidInput, LimitExceeded, NotFound, ToolchainUnavailable
+from skillbase.errors import InvalidInput, LimitExceeded, NotFound, TaskError, ToolchainUnavailable
 from skillbase.models import (BenchReport, Candidate, Check, CompileReport, CorrectnessReport, Diagnostic,
-                              ErrorInfo, Hardware, TaskInfo, TimingStats)
+                              ErrorInfo, Hardware, TaskInfo, TimingStats, content_hash)
 
 from skillbase.toolchain import roofline, shrink, tasks
 from skillbase.toolchain.cache import JsonCache, make_key, toolchain_versions
@@ -39,6 +40,7 @@ from skillbase.toolchain.source import check_source_size, detect_language, read_
 Progress = Callable[[float, str], None]
 
 TRIALS = 5
+DESCRIBED_MAX = 256  # task descriptions kept in memory
 CPU_DEFAULT_SHAPE_LIMIT = 64 * 2**20  # bytes a task without META['small'] may move on the interpreter
 # The interpreter runs every program in Python: work, not only bytes, bounds what it can check.
 CPU_FLOP_LIMIT = 2 * 10**9
@@ -61,6 +63,10 @@ class Toolchain:
         self.baseline_cache = JsonCache(settings.cache_dir, "baselines")
         self.peaks = JsonCache(settings.cache_dir, "hardware")
         self.shrunk = JsonCache(settings.cache_dir, "shrunk_shapes")
+        self.understood = JsonCache(settings.cache_dir, "tasks")
+        # Described tasks by path, content hash and solutions: a recall on a task file costs a file read.
+        self._described: OrderedDict[tuple, TaskInfo] = OrderedDict()
+        self._described_lock = threading.Lock()
         self.timing = {"budget_s": timing_budget_s, "target_ci": target_ci}
         self._hw: dict[str, Hardware] = {}
         self._traces: dict[str, tasks.Trace] = {}
@@ -91,7 +97,19 @@ class Toolchain:
         TaskError for a file that does not import or lacks Model / get_inputs / get_init_inputs.
         """
         path, builtin = tasks.resolve_task_path(name_or_path)
-        return tasks.describe(path, builtin=builtin, max_bytes=self.settings.max_source_bytes)
+        source = read_source(path, self.settings.max_source_bytes, what="task")
+        key = (str(path), builtin, content_hash(source), tuple(sorted(tasks.solutions_of(path).items())))
+        with self._described_lock:
+            hit = self._described.get(key)
+            if hit is not None:
+                self._described.move_to_end(key)
+                return hit.model_copy(deep=True)
+        info = tasks.describe(path, builtin=builtin, max_bytes=self.settings.max_source_bytes, cache=self.understood)
+        with self._described_lock:
+            self._described[key] = info
+            while len(self._described) > DESCRIBED_MAX:
+                self._described.popitem(last=False)
+        return info.model_copy(deep=True)
 
     def resolve_solution(self, task: TaskInfo, name_or_path: str) -> Candidate:
         """A candidate by built-in solution name ('optimized', or 'row_softmax/optimized') or by file path."""
@@ -289,7 +307,12 @@ class Toolchain:
     def _trace(self, task: TaskInfo, shape: dict | None) -> tasks.Trace:
         key = make_key(task.path, task.source_hash, shape)
         if key not in self._traces:
-            self._traces[key] = tasks.trace_reference(tasks.load_task_module(Path(task.path), shape))
+            tm = tasks.load_task_module(Path(task.path), shape)
+            try:
+                self._traces[key] = tasks.trace_reference(tm, fallbacks=True)
+            except TaskError:
+                # A reference that cannot be traced is still benchmarked: its inputs are known.
+                self._traces[key] = tasks.untraced(tm)
         return self._traces[key]
 
     def _shape_for(self, task: TaskInfo, kind: str) -> dict | None:

@@ -3,23 +3,29 @@
 A task module defines ``Model``, ``get_inputs()`` and ``get_init_inputs()`` and
 optionally ``META`` (see docs/tasks.md). A *shape* is a dict of module-global
 overrides; it is applied by updating the freshly imported module's globals, so
-``get_inputs`` and the models see it. The floor (bytes moved, FLOPs) is measured
-on torch's ``meta`` device, which costs no memory and no arithmetic.
+``get_inputs`` and the models see it. What the task computes is read from its
+traced forward (``opgraph`` on torch's ``meta`` device, costing no memory and no
+arithmetic; ``understand`` turns the trace into families, bytes, FLOPs and a
+regime); ``META`` overrides the family, dtype, bytes and FLOPs, never required.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import importlib.util
+import json
 import os
 import sys
 import types
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from skillbase.errors import NotFound, TaskError
-from skillbase.models import DTYPES, FAMILIES, TaskInfo, Tolerance, content_hash
+from skillbase.models import DTYPES, FAMILIES, QUALIFIER_FAMILIES, TaskInfo, TaskUnderstanding, Tolerance, content_hash
 
+from skillbase.toolchain import opgraph, understand
 from skillbase.toolchain.source import read_source
 
 _DTYPE_NAMES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "float8_e4m3fn": "fp8",
@@ -101,6 +107,10 @@ def import_module_at(path: Path, shape: dict[str, Any] | None = None, *, kind: s
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
+    except ModuleNotFoundError as e:
+        raise TaskError(f"task {str(path)!r} does not import: {type(e).__name__}: {e}",
+                        hint=f"it needs the module {e.name!r}: install it (pip install {e.name}) where "
+                             "skillbase runs" if e.name else None) from e
     except (Exception, SystemExit, KeyboardInterrupt) as e:  # a module calling sys.exit() is a bad module
         raise TaskError(f"task {str(path)!r} does not import: {type(e).__name__}: {e}") from e
     finally:
@@ -180,47 +190,81 @@ class Trace:
     output_dtypes: list[str]
 
 
-def trace_reference(tm: TaskModule) -> Trace:
-    """Run the reference once on the meta device: shapes, bytes and FLOPs, no memory used."""
-    import torch
-    from torch.utils.flop_counter import FlopCounterMode
-
+def trace_reference(tm: TaskModule, *, fallbacks: bool = False) -> Trace:
+    """Run the reference once on the meta device: shapes, bytes and FLOPs, no memory used. With
+    ``fallbacks``, a model or forward that needs real numbers is traced as ``opgraph.trace`` does."""
     try:
-        with torch.device("meta"), torch.no_grad():
-            torch.manual_seed(0)
-            model = tm.Model(*tm.get_init_inputs())
-            inputs = list(tm.get_inputs())
-            counter = FlopCounterMode(display=False)
-            with counter:
-                out = model(*inputs)
-    except Exception as e:
+        return _trace_of(_op_graph(tm, fallbacks=fallbacks))
+    except opgraph.TraceFailed as e:
         raise TaskError(
-            f"task {str(tm.path)!r} could not be traced on the meta device: {type(e).__name__}: {e}",
+            f"task {str(tm.path)!r} could not be traced: {e}",
             hint="build tensors with torch.randn(...) and no explicit .cuda()/.to(device): skillbase picks the device",
         ) from e
-    ins = [t for t in inputs if isinstance(t, torch.Tensor)]
-    outs = flatten_tensors(out)
-    if not outs:
-        raise TaskError(f"task {str(tm.path)!r}: Model.forward returns no tensor")
-    params = list(model.parameters()) + list(model.buffers())
-    floats = [t for t in ins + params if t.is_floating_point()]
-    dtype = _DTYPE_NAMES.get(str(floats[0].dtype).removeprefix("torch."), "mixed") if floats else "mixed"
-    if len({t.dtype for t in floats}) > 1:
-        dtype = "mixed"
-    return Trace(
-        input_shapes=[list(t.shape) for t in ins],
-        output_shapes=[list(t.shape) for t in outs],
-        input_bytes=sum(t.numel() * t.element_size() for t in ins),
-        output_bytes=sum(t.numel() * t.element_size() for t in outs),
-        param_bytes=sum(t.numel() * t.element_size() for t in params),
-        flops=int(counter.get_total_flops()),
-        dtype=dtype,
-        output_dtypes=[str(t.dtype).removeprefix("torch.") for t in outs],
-    )
+
+
+def _op_graph(tm: TaskModule, *, fallbacks: bool = True) -> opgraph.OpGraph:
+    return opgraph.trace(tm, reload=lambda shape: load_task_module(tm.path, shape), fallbacks=fallbacks)
+
+
+def _trace_of(g: opgraph.OpGraph) -> Trace:
+    return Trace(input_shapes=g.input_shapes, output_shapes=g.output_shapes, input_bytes=g.input_bytes,
+                 output_bytes=g.output_bytes, param_bytes=g.param_bytes, flops=g.flops, dtype=g.dtype,
+                 output_dtypes=g.output_dtypes)
+
+
+def untraced(tm: TaskModule) -> Trace:
+    """What can be known of a task whose forward does not trace: its inputs, built on the meta device."""
+    import torch
+
+    try:
+        with torch.device("meta"):
+            ins = [t for t in flatten_tensors(list(tm.get_inputs()))]
+    except (Exception, SystemExit):  # noqa: BLE001 - the summary already says the task could not be traced
+        ins = []
+    floats = [t for t in ins if t.is_floating_point()]
+    dtype = opgraph.dtype_name(floats[0].dtype) if floats and len({t.dtype for t in floats}) == 1 else "mixed"
+    return Trace(input_shapes=[list(t.shape) for t in ins], output_shapes=[], param_bytes=0, flops=0,
+                 input_bytes=sum(t.numel() * t.element_size() for t in ins), output_bytes=0,
+                 dtype=dtype if dtype in DTYPES else "mixed", output_dtypes=[])
+
+
+@functools.lru_cache(maxsize=1)
+def understanding_version() -> str:
+    """A hash of the code that traces and understands tasks, and torch's version: part of every cache key."""
+    import torch
+
+    h = hashlib.sha256(torch.__version__.encode())
+    for name in ("opcost.py", "opgraph.py", "understand.py", "tasks.py"):
+        h.update((Path(__file__).parent / name).read_bytes())
+    return h.hexdigest()[:12]
+
+
+def understand_task(tm: TaskModule, source_hash: str, cache=None) -> tuple[Trace, TaskUnderstanding]:
+    """The trace facts and the understanding of a task at its shape, from ``cache`` (a JsonCache keyed by the
+    task's content hash and shape) when it has them. A forward that cannot be traced is described as family
+    'other' with the reasons in the summary, never an error."""
+    key = json.dumps(["understand", understanding_version(), source_hash, tm.shape], sort_keys=True, default=str)
+    key = hashlib.sha256(key.encode()).hexdigest()[:32]
+    hit = cache.get(key) if cache is not None else None
+    if hit is not None:
+        try:
+            return Trace(**hit["trace"]), TaskUnderstanding.model_validate(hit["understanding"])
+        except (KeyError, TypeError, ValueError):
+            pass  # an unreadable entry is a miss
+    try:
+        graph = _op_graph(tm)
+        tr, u = _trace_of(graph), understand.understand(graph)
+    except opgraph.TraceFailed as e:
+        tr = untraced(tm)
+        u = understand.failed(e.reasons, tr.input_bytes)
+    if cache is not None:
+        cache.put(key, {"trace": asdict(tr), "understanding": u.model_dump(mode="json")})
+    return tr, u
 
 
 def default_tolerance(dtype: str, family: str) -> Tolerance:
-    """Tolerances by dtype; fp32 tensor-core families allow TF32 rounding (Triton's tl.dot default)."""
+    """Tolerances by dtype; fp32 tensor-core families allow TF32 rounding (Triton's tl.dot default).
+    ``family`` is the one META declares ('other' without META): a traced family never relaxes a task."""
     if dtype == "fp32":
         return Tolerance(atol=1e-2, rtol=1e-2) if family in _TC_FAMILIES else Tolerance(atol=1e-4, rtol=1e-4)
     if dtype == "fp16":
@@ -264,31 +308,36 @@ def solutions_of(path: Path) -> dict[str, str]:
     return {p.stem: str(p) for p in sorted(path.parent.glob("*.py")) if p.name != "task.py" and not p.name.startswith("_")}
 
 
-def describe(path: Path, *, builtin: bool, max_bytes: int, shape: dict[str, Any] | None = None) -> TaskInfo:
-    """Load a task file and build its TaskInfo (metadata, shapes, bytes, FLOPs) at ``shape`` (default: its own)."""
+def describe(path: Path, *, builtin: bool, max_bytes: int, shape: dict[str, Any] | None = None,
+             cache=None) -> TaskInfo:
+    """Load a task file and build its TaskInfo (families, shapes, bytes, FLOPs, regime, what its forward runs)
+    at ``shape`` (default: its own). ``cache`` (a JsonCache) keeps the traced part by content hash and shape."""
     source = read_source(path, max_bytes, what="task")
     tm = load_task_module(path, shape)
     meta = tm.meta
-    tr = trace_reference(tm)
-    family = meta.get("family", "other")
-    if family not in FAMILIES:
-        raise TaskError(f"task {str(path)!r}: family {family!r} is not one of {sorted(FAMILIES)}")
+    tr, und = understand_task(tm, content_hash(source), cache)
+    family = meta.get("family", und.family)
+    if family not in FAMILIES or family in QUALIFIER_FAMILIES:
+        raise TaskError(f"task {str(path)!r}: family {family!r} is not one of "
+                        f"{sorted(set(FAMILIES) - QUALIFIER_FAMILIES)}")
     dtype = meta.get("dtype", tr.dtype)
     if dtype not in DTYPES:
         raise TaskError(f"task {str(path)!r}: dtype {dtype!r} is not one of {list(DTYPES)}")
     bytes_moved = _meta_number(meta, "bytes", path)
     if bytes_moved is None:
-        bytes_moved = tr.input_bytes + tr.output_bytes + tr.param_bytes
+        bytes_moved = und.bytes
     flops = _meta_number(meta, "flops", path)
     if flops is None:
-        flops = tr.flops
-    tol = default_tolerance(dtype, family)
+        flops = und.flops
+    # KernelBench's tolerances unless META declares a family that may use TF32 (or sets them).
+    tol = default_tolerance(dtype, meta.get("family", "other"))
     if "atol" in meta or "rtol" in meta:
         tol = Tolerance(atol=float(meta.get("atol", tol.atol)), rtol=float(meta.get("rtol", tol.rtol)))
     small = meta.get("small")
     extra = list(meta.get("extra_shapes") or [])
     for s in ([small] if small else []) + extra:
         check_shape(tm.module, s, path)
+    traced = [f for f in und.families if f != "other" or family == "other"]
     return TaskInfo(
         name=task_name(path, builtin),
         path=str(path),
@@ -307,4 +356,6 @@ def describe(path: Path, *, builtin: bool, max_bytes: int, shape: dict[str, Any]
         solutions=solutions_of(path),
         source_hash=content_hash(source),
         builtin=builtin,
+        families=list(dict.fromkeys([family, *traced])),
+        understanding=und,
     )

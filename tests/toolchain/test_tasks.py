@@ -16,16 +16,17 @@ def test_meta_task_metadata_and_default_floor():
     assert t.shape == {"N": 1 << 24}
     assert t.input_shapes == [[1 << 24]] and t.output_shapes == [[1 << 24]]
     assert t.bytes_moved == 2 * 4 * (1 << 24)  # default: inputs + outputs
-    assert t.flops == 0  # FlopCounterMode counts no elementwise FLOPs
+    assert t.flops == 1 << 24  # one FLOP per element for a relu (toolchain/opcost.py)
     assert t.small_shape == {"N": 3000} and t.extra_shapes == [{"N": 12345}]
     assert t.tolerance.atol == 1e-4 and t.regime == "small"  # 128 MiB at a nominal 3.35 TB/s: 40 µs
     assert t.signature == "elementwise:fp32:small"
     assert len(t.source_hash) == 16
 
 
-def test_plain_kernelbench_task_gets_flops_from_the_counter_and_shape_globals():
+def test_plain_kernelbench_task_gets_family_and_flops_from_its_trace_and_shape_globals():
     t = tasks.describe(FIXTURES / "matmul_task.py", builtin=False, max_bytes=MAX)
-    assert t.family == "other" and t.dtype == "fp32"
+    assert t.family == "matmul" and t.dtype == "fp32" and t.families == ["matmul"]
+    assert t.tolerance.atol == 1e-4  # a traced family never relaxes the tolerance: no META, KernelBench's
     assert t.flops == 2 * 256 * 512 * 128
     assert t.bytes_moved == 4 * (256 * 128 + 128 * 512 + 256 * 512)
     assert t.shape == {"M": 256, "N": 512, "K": 128}
