@@ -215,6 +215,12 @@ def test_a_killed_run_resumes_with_identical_results_and_records_nothing_twice(t
     c = cli("suite", "compare", str(run), str(run), "--json", home=home)
     assert c.returncode == 0 and len(json.loads(c.stdout)["candidates"]) == 4
 
+    # The run's name is on its attempts: recall can keep to them.
+    rc = cli("recall", "relu elementwise kernel", "--run", "campaign", "--json", "-k", "10", home=home)
+    assert rc.returncode == 0, rc.stderr[-2000:]
+    found = json.loads(rc.stdout)["items"]
+    assert found and {i["id"] for i in found} <= {x["attempt_id"] for x in rows.values()}
+
 
 def test_bad_run_directories_get_clear_errors(tmp_path):
     home = tmp_path / "home"
