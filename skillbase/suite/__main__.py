@@ -31,6 +31,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--manifest", type=Path)
     run.add_argument("--session")
     run.add_argument("--time-limit", type=float)
+    run.add_argument("--cache", action=argparse.BooleanOptionalAction, default=True,
+                     help="reuse the toolchain's results of identical evaluations (default) or evaluate again")
     run.add_argument("--home", type=Path)
     run.add_argument("--json", action="store_true")
     rec = sub.add_parser("record", help="record a run evaluated elsewhere into this store")
@@ -93,7 +95,8 @@ def main(argv: list[str] | None = None) -> int:
                                    levels=set(args.level) if args.level else None,
                                    problems=parse_problems(args.problems), device=args.device, workers=args.workers,
                                    record=args.record, manifest=args.manifest, session=args.session,
-                                   time_limit_s=args.time_limit, on_start=lines.begin, on_event=lines.event)
+                                   time_limit_s=args.time_limit, use_cache=args.cache, on_start=lines.begin,
+                                   on_event=lines.event)
             else:
                 from skillbase.suite.run import record_suite
 

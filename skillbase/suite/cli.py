@@ -44,6 +44,8 @@ def run_command(
     time_limit: Annotated[Optional[float], typer.Option(
         "--time-limit", help="Start no candidate after this many seconds; the report lists those left and the "
                              "same command goes on later.")] = None,
+    cache: Annotated[bool, typer.Option(help="Reuse the toolchain's results of identical evaluations made before "
+                                              "(--no-cache evaluates again).")] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
     """Evaluate every candidate of RUN_DIR (resuming a killed run), record them, write skillbase_report.json/.md."""
@@ -57,7 +59,8 @@ def run_command(
         with bar.progress:
             return run_suite(base._sb(ctx), run_dir, kernelbench=kernelbench, levels=levels,
                              problems=parse_problems(problems), device=device, workers=workers, record=record,
-                             manifest=manifest, session=session, time_limit_s=time_limit, on_start=bar.start,
+                             manifest=manifest, session=session, time_limit_s=time_limit, use_cache=cache,
+                             on_start=bar.start,
                              on_event=bar.event)
 
     base.run(as_json, work, render_report)

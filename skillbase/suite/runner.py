@@ -95,8 +95,10 @@ def failed_report(task: TaskInfo | None, item: Item, source: str, device: str, e
 class SuiteRunner:
     """Evaluate items with a Toolchain, writing each result as it lands."""
 
-    def __init__(self, toolchain, run_dir: Path, device: str = "auto", workers: int | None = None):
+    def __init__(self, toolchain, run_dir: Path, device: str = "auto", workers: int | None = None,
+                 use_cache: bool = True):
         self.toolchain = toolchain
+        self.use_cache = use_cache  # False: evaluate again what the toolchain's own result cache holds
         self.run_dir = Path(run_dir)
         self.device = device
         self.workers = workers
@@ -187,6 +189,7 @@ class SuiteRunner:
         if pending:
             self.toolchain.benchmark_many([(task, cand) for _, task, cand, _ in pending], self.device,
                                           workers=self.workers, on_done=done, on_error=failed,
+                                          use_cache=self.use_cache,
                                           should_stop=None if deadline is None else
                                           (lambda: time.monotonic() >= deadline))
         state.left = [item.name for item, *_ in pending if item.name not in state.outcomes]
