@@ -13,9 +13,10 @@
 # Suite parts (issue 15; KB=path of a KernelBench checkout for the kb ones, RUNS=where run
 # directories live, default .gpu-runs; each part resumes where an earlier call stopped):
 #   suite_kb     100 level-1 candidates (campaign / honest / KernelBench's reference as ModelNew) through
-#                `python -m skillbase.suite run`, under SUITE_LIMIT s (default 540) per call: call again
-#                until it says complete. FRESH=1 clears the run's results first (a warm re-measure);
-#                WORKERS=N uses N GPUs (default all). Report: $OUT/suite_kb.json, suite_kb_report.md.
+#                `python -m skillbase.suite run`, starting no candidate after SUITE_LIMIT s (default 480)
+#                per call: call again until it says complete. FRESH=1 clears the run's results first (a
+#                warm re-measure); WORKERS=N uses N GPUs (default all). $OUT/suite_kb.json (summary and
+#                report), suite_kb_report.md, suite_kb_run.tgz (the run directory, for `suite record`).
 #   suite_scale  12 distinct candidates, cold and warm, on 2 GPUs and on 1 (issue 18 part 4): suite_scale.json.
 #   kb_agree     our verdicts against KernelBench's eval_kernel_against_ref on the honest kernels and
 #                three honest-but-wrong mutants: kb_agree.json.
@@ -72,10 +73,12 @@ for part in $PARTS; do
       case $part in
         suite_kb)
           $PY benchmarks/suite_kb.py --kernelbench "$KB" --out "$RUNS/kb_level1" --count "${COUNT:-100}" || { status=1; continue; }
-          $PY benchmarks/suite_bench.py kbrun --run-dir "$RUNS/kb_level1" --kernelbench "$KB" --time-limit "${SUITE_LIMIT:-540}" \
+          $PY benchmarks/suite_bench.py kbrun --run-dir "$RUNS/kb_level1" --kernelbench "$KB" --time-limit "${SUITE_LIMIT:-480}" \
             ${WORKERS:+--workers $WORKERS} ${FRESH:+--fresh} --json "$OUT/suite_kb.json" 2>&1 | tail -40
           [ "${PIPESTATUS[0]}" = 0 ] || status=1
-          cp "$RUNS/kb_level1/skillbase_report.md" "$OUT/suite_kb_report.md" 2>/dev/null ;;
+          cp "$RUNS/kb_level1/skillbase_report.md" "$OUT/suite_kb_report.md" 2>/dev/null
+          # The whole run directory (candidates, results) in one file: `skillbase suite record` it where the store is.
+          tar czf "$OUT/suite_kb_run.tgz" -C "$RUNS" kb_level1 ;;
         kb_agree)
           $PY benchmarks/kb_agreement.py --kernelbench "$KB" --run-dir "$RUNS/kb_agree" --json "$OUT/kb_agree.json" 2>&1 | tail -25
           [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;

@@ -18,6 +18,11 @@ per-candidate evaluation seconds (median, 90th percentile, max).
 
     python benchmarks/suite_bench.py kbrun --run-dir DIR --kernelbench KB --workers 2 [--fresh] \\
         [--time-limit 540] --json OUT.json
+
+``shrink`` (CPU, meta device only): how many KernelBench problems of each level get a CPU shape
+automatically, at what size, and how long the search takes.
+
+    python benchmarks/suite_bench.py shrink --kernelbench KB --level 1 2 3 --json OUT.json
 """
 
 from __future__ import annotations
@@ -124,7 +129,7 @@ def kbrun(args) -> int:
         shutil.rmtree(args.run_dir / ".skillbase" / "results", ignore_errors=True)
         state_file.unlink(missing_ok=True)
     cmd = [sys.executable, "-m", "skillbase.suite", "run", str(args.run_dir), "--no-record", "--json",
-           "--device", "cuda", "--no-cache"]
+           "--device", args.device, "--no-cache"]
     if args.kernelbench:
         cmd += ["--kernelbench", str(args.kernelbench)]
     if args.workers:
@@ -159,6 +164,36 @@ def kbrun(args) -> int:
     return 0
 
 
+def shrink_levels(args) -> int:
+    from skillbase.suite.discover import kernelbench_levels
+    from skillbase.toolchain import shrink
+
+    out: dict = {"limit_mib": args.limit_mib, "levels": {}}
+    for level in args.level:
+        rows = []
+        files = sorted((kernelbench_levels(args.kernelbench) / f"level{level}").glob("*.py"),
+                       key=lambda p: int(p.name.split("_")[0]))
+        for path in files:
+            t = time.perf_counter()
+            try:
+                found = shrink.shrink_shape(path, args.limit_mib * 2**20, 2 * 10**9)
+                rows.append({"problem": path.name.split("_")[0], "ok": True, "shape": found.shape,
+                             "mib": round(found.moved_bytes / 2**20, 1), "s": round(time.perf_counter() - t, 2)})
+            except Exception as e:  # noqa: BLE001 - a problem that does not shrink is a row too
+                rows.append({"problem": path.name.split("_")[0], "ok": False, "why": str(e)[:200],
+                             "s": round(time.perf_counter() - t, 2)})
+        secs = [r["s"] for r in rows]
+        out["levels"][level] = {"problems": len(rows), "shrunk": sum(r["ok"] for r in rows),
+                                "total_s": round(sum(secs), 1), "median_s": statistics.median(secs) if secs else None,
+                                "max_s": max(secs) if secs else None, "rows": rows}
+        print(f"level {level}: {out['levels'][level]['shrunk']}/{len(rows)} shrunk to <= {args.limit_mib} MiB in "
+              f"{sum(secs):.1f} s (median {out['levels'][level]['median_s']} s, max {max(secs)} s per problem)",
+              flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=1, default=str))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="mode", required=True)
@@ -173,9 +208,15 @@ def main(argv: list[str] | None = None) -> int:
     kb.add_argument("--workers", type=int)
     kb.add_argument("--fresh", action="store_true")
     kb.add_argument("--time-limit", type=float)
+    kb.add_argument("--device", default="cuda", help="cuda, or cpu to try the script without a GPU")
     kb.add_argument("--json", type=Path)
+    sh = sub.add_parser("shrink")
+    sh.add_argument("--kernelbench", type=Path, required=True)
+    sh.add_argument("--level", type=int, nargs="+", default=[1, 2])
+    sh.add_argument("--limit-mib", type=int, default=64)
+    sh.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
-    return scale(args) if args.mode == "scale" else kbrun(args)
+    return {"scale": scale, "kbrun": kbrun, "shrink": shrink_levels}[args.mode](args)
 
 
 if __name__ == "__main__":
