@@ -222,7 +222,8 @@ class Toolchain:
                   progress: Progress | None = None, use_cache: bool = True) -> BenchReport:
         """Verify the candidate against the reference (5+ fresh-input trials and every anti-cheat check) and,
         on a GPU, time it with baselines and a roofline. On the CPU, verification runs under the Triton
-        interpreter at the task's small shape and timing is reported as unavailable."""
+        interpreter at the task's small shape (``cpu_shape``: META['small'], or one shrunk automatically)
+        and timing is reported as unavailable."""
         kind = self._device_kind(device)
         worker = "cpu" if kind == "cpu" else (device if device.startswith("cuda:") else "cuda:0")
         return self._evaluate(task, candidate, worker, progress, use_cache)
@@ -299,10 +300,15 @@ class Toolchain:
                 continue
             order.append(i)
 
+        measured: set[str] = set()  # tasks whose baselines are cached: they stay cached
+
         def busy_key(i: int) -> str | None:
             task = jobs[i][0]
-            if kind != "cuda" or (self.known_baseline_ms(task, "eager") is not None
-                                  and self.known_baseline_ms(task, "torch_compile") is not None):
+            if kind != "cuda" or task.source_hash in measured:
+                return None
+            if self.known_baseline_ms(task, "eager") is not None and \
+                    self.known_baseline_ms(task, "torch_compile") is not None:
+                measured.add(task.source_hash)
                 return None
             return task.source_hash
 

@@ -140,6 +140,13 @@ def test_kernelbench_named_run_shrinks_verifies_and_reports(tmp_path, kb):
     assert not partial["complete"] and partial["left"] == ["level_1_problem_3_sample_3_kernel"]
     assert len(partial["rows"]) == 6 and "Incomplete" in (run / "skillbase_report.md").read_text()
 
+    # Evaluated without a store: recorded afterwards where the store is, once.
+    rec = cli("suite", "record", str(run), "--kernelbench", str(kb), "--json", home=home)
+    assert rec.returncode == 0, rec.stderr[-2000:]
+    recorded = json.loads(rec.stdout)
+    assert recorded["recorded"] == 6 and set(recorded["not_recorded"]) == {"level_1_problem_3_sample_3_kernel"}
+    assert all(r["attempt_id"] for r in recorded["rows"]) and len(attempts_of(home, "run")) == 6
+
 
 def manifest_run(tmp_path: Path) -> Path:
     run = tmp_path / "campaign"
