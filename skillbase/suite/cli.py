@@ -60,8 +60,7 @@ def run_command(
             return run_suite(base._sb(ctx), run_dir, kernelbench=kernelbench, levels=levels,
                              problems=parse_problems(problems), device=device, workers=workers, record=record,
                              manifest=manifest, session=session, time_limit_s=time_limit, use_cache=cache,
-                             on_start=bar.start,
-                             on_event=bar.event)
+                             on_start=bar.start, on_event=bar.event)
 
     base.run(as_json, work, render_report)
 
@@ -138,6 +137,13 @@ def render_report(r: dict) -> int | None:
     rej = r["summary"]["all"]["rejections_by_check"]
     if rej:
         base.out.print("failing candidates by check: " + ", ".join(f"{k} {v}" for k, v in rej.items()))
+    a = r["summary"]["all"]
+    if a.get("problems") is not None and a["problems"] < a["candidates"]:
+        pp, pct = a["per_problem"], (lambda v: "-" if v is None else f"{v:.0%}")
+        base.out.print(f"per problem (each by its correct, fastest candidate): {pp['correct']}/{pp['n']} correct, "
+                       f"fast_1 {pct(pp['fast_p']['eager']['1'])} vs eager, "
+                       f"{pct(pp['fast_p']['torch_compile']['1'])} vs torch.compile; geomean "
+                       f"{base._x(pp['geomean_speedup']['eager'])} vs eager")
     if r.get("left"):
         base.out.print(f"[yellow]incomplete[/]: {len(r['left'])} candidate(s) left for the next call (time limit)")
     rec = r.get("recorded")
