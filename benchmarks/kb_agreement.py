@@ -67,7 +67,8 @@ ref, cand = open(sys.argv[2]).read(), open(sys.argv[3]).read()
 start = time.perf_counter()
 try:
     r = eval_kernel_against_ref(original_model_src=ref, custom_model_src=cand, num_correct_trials=5,
-                                measure_performance=False, backend="triton", device=0,
+                                measure_performance=False, device=0,
+                                backend="cuda" if "load_inline" in cand else "triton",
                                 build_dir=tempfile.mkdtemp(prefix="kb-build-"))
     out = {"compiled": bool(r.compiled), "correct": bool(r.correctness),
            "metadata": {k: str(v)[:300] for k, v in (r.metadata or {}).items()}}
