@@ -8,8 +8,19 @@
 #   OUT=/tmp/gpu bash benchmarks/gpu_suite.sh                 # everything
 #   PARTS="bench" TASKS="relu row_softmax" bash benchmarks/gpu_suite.sh
 #
-# PARTS: any of env tests bench launch diag tune (default: env tests bench). launch: launch-bound timing. tune: the memory-bound sweep. DIAG: specs for diag. TASKS: built-in task names
+# PARTS: any of env tests bench launch diag tune suite_kb suite_scale kb_agree kb_adv (default: env tests bench). launch: launch-bound timing. tune: the memory-bound sweep. DIAG: specs for diag. TASKS: built-in task names
 # (default: all). NCU: TASK/SOLUTION specs to compare with Nsight Compute.
+# Suite parts (issue 15; KB=path of a KernelBench checkout for the kb ones, RUNS=where run
+# directories live, default .gpu-runs; each part resumes where an earlier call stopped):
+#   suite_kb     100 level-1 candidates (campaign / honest / KernelBench's reference as ModelNew) through
+#                `python -m skillbase.suite run`, starting no candidate after SUITE_LIMIT s (default 480)
+#                per call: call again until it says complete. FRESH=1 clears the run's results first (a
+#                warm re-measure); WORKERS=N uses N GPUs (default all). $OUT/suite_kb.json (summary and
+#                report), suite_kb_report.md, suite_kb_run.tgz (the run directory, for `suite record`).
+#   suite_scale  12 distinct candidates, cold and warm, on 2 GPUs and on 1 (issue 18 part 4): suite_scale.json.
+#   kb_agree     our verdicts against KernelBench's eval_kernel_against_ref on the honest kernels and
+#                three honest-but-wrong mutants: kb_agree.json.
+#   kb_adv       KernelBench's own adversarial kernels through the suite: kb_adv.json (KB_EVAL=1: theirs too).
 # Needs torch with CUDA, triton and pydantic; wheels in .whl/ are installed to
 # /tmp/site first when pydantic is missing (machines without a package index).
 set -uo pipefail
@@ -38,7 +49,7 @@ for part in $PARTS; do
         command -v ncu && ncu --version | tail -1; nvcc --version | tail -1; } > "$OUT/env.txt" 2>&1
       cat "$OUT/env.txt" ;;
     tests)
-      $PY -m pytest -q -m gpu -p no:cacheprovider tests/toolchain tests/adversarial 2>&1 | tee "$OUT/pytest_gpu.log" | tail -25
+      $PY -m pytest -q -m gpu -p no:cacheprovider tests/toolchain tests/adversarial tests/suite 2>&1 | tee "$OUT/pytest_gpu.log" | tail -25
       [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
     bench)
       # shellcheck disable=SC2086
@@ -56,6 +67,29 @@ for part in $PARTS; do
       fi ;;
     diag)
       $PY benchmarks/timing_diag.py ${DIAG:-layernorm/naive relu/optimized} 2>&1 | tee "$OUT/diag.log" ;;
+    suite_kb|kb_agree|kb_adv)
+      if [ -z "${KB:-}" ] || [ ! -d "$KB" ]; then echo "$part needs KB=<a KernelBench checkout>" >&2; status=2; continue; fi
+      RUNS=${RUNS:-$PWD/.gpu-runs}; mkdir -p "$RUNS"
+      case $part in
+        suite_kb)
+          $PY benchmarks/suite_kb.py --kernelbench "$KB" --out "$RUNS/kb_level1" --count "${COUNT:-100}" || { status=1; continue; }
+          $PY benchmarks/suite_bench.py kbrun --run-dir "$RUNS/kb_level1" --kernelbench "$KB" --time-limit "${SUITE_LIMIT:-480}" \
+            ${WORKERS:+--workers $WORKERS} ${FRESH:+--fresh} --json "$OUT/suite_kb.json" 2>&1 | tail -40
+          [ "${PIPESTATUS[0]}" = 0 ] || status=1
+          cp "$RUNS/kb_level1/skillbase_report.md" "$OUT/suite_kb_report.md" 2>/dev/null
+          # The whole run directory (candidates, results) in one file: `skillbase suite record` it where the store is.
+          tar czf "$OUT/suite_kb_run.tgz" -C "$RUNS" kb_level1 ;;
+        kb_agree)
+          $PY benchmarks/kb_agreement.py --kernelbench "$KB" --run-dir "$RUNS/kb_agree" --json "$OUT/kb_agree.json" 2>&1 | tail -25
+          [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
+        kb_adv)
+          $PY benchmarks/kb_adversarial.py --kernelbench "$KB" --run-dir "$RUNS/kb_adv" --json "$OUT/kb_adv.json" \
+            ${KB_EVAL:+--with-kernelbench} 2>&1 | tail -10
+          [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
+      esac ;;
+    suite_scale)
+      $PY benchmarks/suite_bench.py scale --gpus "${GPUS:-2}" --json "$OUT/suite_scale.json" 2>&1 | tail -8
+      [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
     *) echo "unknown part: $part" >&2; status=2 ;;
   esac
 done

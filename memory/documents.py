@@ -6,7 +6,7 @@ Metadata keys per collection (chroma ``where`` filters use these names):
 - attempts: task, signature, family, dtype, regime, language, verdict, arch,
   hardware, bottleneck, speedup (vs eager), speedup_vs_compile, median_ms,
   techniques (list; filter with ``{"techniques": {"$contains": name}}``),
-  has_parent (bool), created (unix seconds).
+  has_parent (bool), created (unix seconds), run (the suite run it came from).
 - experiences: task, signature, family, dtype, arch, hardware, bottleneck,
   gain, source, techniques (list), created.
 - skills: name, status, version, techniques, languages, families,
@@ -77,7 +77,7 @@ def attempt_doc(a: Attempt) -> IndexDoc:
         regime=a.task_signature.rsplit(":", 1)[-1], language=a.language, verdict=a.verdict, arch=a.arch,
         hardware=a.hardware, bottleneck=a.bottleneck, speedup=a.speedup_vs_eager,
         speedup_vs_compile=a.speedup_vs_compile, median_ms=a.median_ms, techniques=list(a.techniques),
-        has_parent=a.parent_id is not None, created=a.created_at.timestamp(),
+        has_parent=a.parent_id is not None, created=a.created_at.timestamp(), run=a.run,
     )
     return IndexDoc("attempts", a.id, attempt_text(a), metadata, ATTEMPT_MAX_TOKENS)
 

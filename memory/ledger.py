@@ -387,11 +387,14 @@ class Ledger:
         verdict: str | None = None,
         since: datetime | None = None,
         limit: int = 100,
+        run: str | None = None,
     ) -> list[Attempt]:
-        """Attempts matching every filter given, newest first."""
+        """Attempts matching every filter given, newest first. ``run``: the suite run (run directory
+        name) they were evaluated in."""
         where, params = _filters(
             ("a.task = ?", task),
             ("a.session = ?", session),
+            ("json_extract(a.record, '$.run') = ?", run),
             ("a.verdict = ?", verdict),
             ("a.created_at >= ?", sort_time(since) if since is not None else None),
             ("a.id IN (SELECT attempt_id FROM attempt_techniques WHERE technique = ?)",
@@ -400,6 +403,11 @@ class Ledger:
         sql = f"SELECT a.record, s.text FROM attempts a JOIN sources s ON s.hash = a.source_hash{where}"
         rows = self._query(sql + " ORDER BY a.seq DESC LIMIT ?", [*params, _limit(limit)])
         return [self._attempt_from_row(r[0], r[1]) for r in rows]
+
+    def attempt_ids_of_run(self, run: str) -> set[str]:
+        """The ids of every attempt recorded from the suite run named ``run``."""
+        rows = self._query("SELECT id FROM attempts WHERE json_extract(record, '$.run') = ?", (run,))
+        return {r[0] for r in rows}
 
     def lineage(self, attempt_id: str) -> list[Attempt]:
         """The chain of parents of an attempt, root first, ending with it."""

@@ -319,10 +319,11 @@ class Store:
         *,
         technique: str | None = None,
         verdict: str | None = None,
+        run: str | None = None,
     ) -> list[Attempt]:
-        """Attempts matching every filter given, newest first."""
+        """Attempts matching every filter given, newest first (``run``: the suite run they came from)."""
         return self.ledger.list_attempts(
-            task=task, session=session, limit=limit, since=since, technique=technique, verdict=verdict
+            task=task, session=session, limit=limit, since=since, technique=technique, verdict=verdict, run=run
         )
 
     def lineage(self, attempt_id: str) -> list[Attempt]:

@@ -22,7 +22,7 @@ from skillbase.retrievers import hybrid
 from skillbase.retrievers.catalog import Catalog
 from skillbase.retrievers.gate import GateResult
 from skillbase.retrievers.graph import GraphRetriever
-from skillbase.retrievers.hits import KINDS, Hit
+from skillbase.retrievers.hits import KINDS, Hit, combine_where
 from skillbase.retrievers.lexical import LexicalRetriever
 from skillbase.retrievers.query import Query, build_query
 from skillbase.retrievers.suggest import RULES, default_seed, rank, suggestions, task_memory
@@ -63,6 +63,7 @@ class Retriever:
         k: int = 5,
         kinds: tuple[str, ...] = ("skill", "experience"),
         mode: str = "hybrid",
+        run: str | None = None,
     ) -> RecallResult:
         """The ``k`` skills, experiences (and, if asked, attempts) most likely
         to make this kernel faster, each with its score parts and why.
@@ -72,10 +73,15 @@ class Retriever:
         ``report`` (its BenchReport), and ``arch`` ('sm_90'). ``mode`` picks
         'hybrid' (default) or one retriever alone ('vector', 'lexical',
         'graph'). When a task is given, ``suggestions`` holds the next
-        techniques to try. InvalidInput for an empty query or bad arguments;
-        NotFound for an unknown task name given alone.
+        techniques to try. ``run`` (a suite run's name) keeps only that run's
+        attempts and the experiences tied to them (skills belong to no run: with
+        ``run``, the default kinds are attempts and experiences). InvalidInput
+        for an empty query or bad arguments; NotFound for an unknown task name
+        given alone.
         """
         t0 = time.perf_counter()
+        if run is not None and tuple(kinds) == ("skill", "experience"):
+            kinds = ("attempt", "experience")
         k, kinds = _check(k, kinds, mode)
         notes: list[str] = []
         info = self._task(task, notes, alone=not (text or source or report))
@@ -88,7 +94,9 @@ class Retriever:
         notes = list(q.notes) + notes
         gates = self.graph.gates(q)
         beliefs = self.graph.technique_beliefs(q, gates) if mode in ("hybrid", "graph") else {}
-        lists = self._retrieve(q, kinds, mode, gates, beliefs)
+        lists = self._retrieve(q, kinds, mode, gates, beliefs, run)
+        if run is not None:
+            lists = self._only_run(lists, run, notes)
         if mode == "hybrid":
             items = self._hybrid(q, lists, k, gates, beliefs)
             dropped = [g for g in gates.values() if g.verdict == "filter" and any(
@@ -107,15 +115,16 @@ class Retriever:
             latency_ms=round((time.perf_counter() - t0) * 1000, 2),
         )
 
-    def _retrieve(self, q: Query, kinds, mode: str, gates, beliefs) -> dict[str, list[Hit]]:
+    def _retrieve(self, q: Query, kinds, mode: str, gates, beliefs, run: str | None = None) -> dict[str, list[Hit]]:
         lists: dict[str, list[Hit]] = {}
+        extra = {"attempt": {"run": run}} if run is not None else {}
         if mode in ("hybrid", "vector"):
             for kind in kinds:
-                lists[f"vector:{kind}"] = self.vector.search(q, kind, POOL)
+                lists[f"vector:{kind}"] = self.vector.search(q, kind, POOL, extra.get(kind))
         if mode in ("hybrid", "lexical"):
             tokens = tokenize(q.lexical)
             for kind in kinds:
-                found = self.lexical.search(tokens, kind, POOL, DEFAULT_WHERE[kind])
+                found = self.lexical.search(tokens, kind, POOL, combine_where(DEFAULT_WHERE[kind], extra.get(kind)))
                 lists[f"lexical:{kind}"] = [Hit(kind, i, s, f"bm25 {s:.1f}", m) for i, s, m in found]
         if mode in ("hybrid", "graph"):
             if "skill" in kinds:
@@ -125,6 +134,17 @@ class Retriever:
             if "attempt" in kinds:
                 lists["graph:attempt"] = self.graph.attempts(q, POOL)
         return lists
+
+    def _only_run(self, lists: dict[str, list[Hit]], run: str, notes: list[str]) -> dict[str, list[Hit]]:
+        """The hits that belong to suite run ``run``: its attempts, and experiences about them."""
+        ids = self.store.ledger.attempt_ids_of_run(run)
+        if not ids:
+            notes.append(f"no attempts of run {run!r} in the store")
+        exp_ids = [h.id for key, hs in lists.items() if key.endswith(":experience") for h in hs]
+        exps = self.catalog.experiences(exp_ids)
+        tied = {i for i, e in exps.items() if e.before_attempt in ids or e.after_attempt in ids}
+        keep = {"attempt": ids, "experience": tied, "skill": set()}
+        return {key: [h for h in hs if h.id in keep[h.kind]] for key, hs in lists.items()}
 
     def _hybrid(self, q: Query, lists, k: int, gates, beliefs) -> list[RecallItem]:
         fused = hybrid.fuse(lists, {"graph": hybrid.graph_weight(q)})

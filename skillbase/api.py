@@ -225,17 +225,19 @@ class SkillBase:
 
     def recall(self, text: str | None = None, *, task: str | TaskInfo | None = None, source: str | None = None,
                report: BenchReport | None = None, arch: str | None = None, k: int = 5,
-               kinds: tuple[str, ...] = ("skill", "experience")) -> RecallResult:
+               kinds: tuple[str, ...] = ("skill", "experience"), run: str | None = None) -> RecallResult:
         """The skills and past experiences most likely to speed up this kernel on this
         GPU, each with why it was chosen and its measured evidence; with a task, also
-        the next techniques to try."""
+        the next techniques to try. ``run`` (a suite run directory's name) keeps only
+        that run's attempts and the experiences about them."""
         info: TaskInfo | str | None = task
         if isinstance(task, str):
             try:
                 info = self.task(task)
             except NotFound:
                 info = task  # a task only the store has seen (recorded from another machine)
-        return self.retriever.recall(text=text, task=info, source=source, report=report, arch=arch, k=k, kinds=kinds)
+        return self.retriever.recall(text=text, task=info, source=source, report=report, arch=arch, k=k, kinds=kinds,
+                                     run=run)
 
     def suggest(self, task: str | TaskInfo, *, session: str | None = None, arch: str | None = None, k: int = 3,
                 seed: int | None = None) -> list[Suggestion]:

@@ -381,6 +381,9 @@ def recall(ctx: typer.Context,
            k: Annotated[int, typer.Option("--k", "-k", help="How many items.")] = 5,
            source: Annotated[Optional[Path], typer.Option(help="Candidate source file to match on.")] = None,
            arch: Annotated[Optional[str], typer.Option(help="GPU architecture, e.g. sm_90.")] = None,
+           run_name: Annotated[Optional[str], typer.Option("--run", help="Only this suite run's attempts (its run "
+                                                                         "directory's name) and the lessons about "
+                                                                         "them.")] = None,
            as_json: Json = False) -> None:
     """Skills and experiences most likely to speed this kernel up, and why; with a task, next techniques."""
     sb = _sb(ctx)
@@ -390,8 +393,8 @@ def recall(ctx: typer.Context,
         try:
             task = sb.task(query_or_task)
         except NotFound:
-            return sb.recall(query_or_task, source=code, arch=arch, k=k)
-        return sb.recall(task=task, source=code, arch=arch, k=k)
+            return sb.recall(query_or_task, source=code, arch=arch, k=k, run=run_name)
+        return sb.recall(task=task, source=code, arch=arch, k=k, run=run_name)
 
     def render(r) -> None:
         out.print(f"query: {r.query}  ({r.latency_ms:.0f} ms, wall clock)")

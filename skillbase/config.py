@@ -31,6 +31,8 @@ class Settings(BaseModel):
     compile_timeout_s: float = Field(180.0, description="wall-clock limit for one compile")
     eval_timeout_s: float = Field(600.0, description="wall-clock limit for one evaluation in a worker")
     worker_memory_mb: int = Field(24_000, description="address-space limit for CPU workers, MiB")
+    cpu_shape_mb: int = Field(64, ge=1, description="on the CPU, tasks without META['small'] are shrunk until one "
+                                                    "forward moves at most this many MiB (SKILLBASE_CPU_SHAPE_MB)")
     worker_file_mb: int = Field(2_048, description="largest file a worker may write, MiB")
     max_log_chars: int = Field(4_000, description="compiler / error logs are truncated to this in reports")
     agent_model: str = Field("claude-sonnet-4-6", description="model for the reference agent (SKILLBASE_AGENT_MODEL)")
@@ -52,6 +54,7 @@ class Settings(BaseModel):
             ("max_source_bytes", "SKILLBASE_MAX_SOURCE_BYTES", int),
             ("compile_timeout_s", "SKILLBASE_COMPILE_TIMEOUT_S", float),
             ("eval_timeout_s", "SKILLBASE_EVAL_TIMEOUT_S", float),
+            ("cpu_shape_mb", "SKILLBASE_CPU_SHAPE_MB", int),
             ("agent_model", "SKILLBASE_AGENT_MODEL", str),
         ):
             if env.get(name):

@@ -144,6 +144,9 @@ class RecallInput(ToolInput):
     attempt_id: AttemptId | None = Field(None, description="use this attempt's source, verdict and bottleneck as the query")
     arch: str | None = Field(None, pattern=r"^sm_\d{2,3}a?$", description="the GPU to recall for, e.g. 'sm_90'")
     k: int = Field(5, ge=1, le=20, description="how many skills and experiences to return")
+    run: str | None = Field(None, min_length=1, max_length=200,
+                            description="only this suite run's attempts (its run directory's name) and the lessons "
+                                        "about them, instead of skills and experiences")
 
     @model_validator(mode="after")
     def _something(self):
@@ -362,7 +365,8 @@ def recall(sb: "SkillBase", args: RecallInput, ctx: CallContext) -> RecallResult
         attempt = sb.get_attempt(args.attempt_id)
         source, report, task = source or attempt.source, attempt.bench_report, task or attempt.task
     task_ref = resolve_task(task, ctx) if task else None
-    result = sb.recall(args.query, task=task_ref, source=source, report=report, arch=args.arch, k=args.k)
+    result = sb.recall(args.query, task=task_ref, source=source, report=report, arch=args.arch, k=args.k,
+                       run=args.run)
     items = [i.model_copy(update={"evidence": i.evidence[:MAX_EVIDENCE_PER_ITEM]}) for i in result.items]
     return result.model_copy(update={"items": items})
 

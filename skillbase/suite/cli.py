@@ -25,13 +25,14 @@ def register_suite_commands(app: typer.Typer) -> None:
     app.add_typer(suite_app, name="suite")
 
 
-@suite_app.command("run")
+@suite_app.command("run", context_settings={"allow_extra_args": True})
 def run_command(
     ctx: typer.Context,
     run_dir: Annotated[Path, typer.Argument(help="Folder of candidates: level_L_problem_P_sample_S_kernel.py files "
                                                  "or a manifest.json.")],
     kernelbench: KbDir = None,
-    level: Annotated[Optional[list[int]], typer.Option("--level", help="Only these levels (repeat).")] = None,
+    level: Annotated[Optional[list[int]], typer.Option("--level", help="Only these levels: --level 1 2 3 "
+                                                                       "(or repeat the option).")] = None,
     problems: Annotated[Optional[str], typer.Option("--problems", help="Only these problems, e.g. 1-20,23.")] = None,
     device: Annotated[str, typer.Option(help="auto, cuda (every GPU of the host) or cpu (verify only, "
                                              "at shrunk shapes).")] = "auto",
@@ -40,19 +41,26 @@ def run_command(
     manifest: Manifest = None,
     session: Annotated[Optional[str], typer.Option(help="Session label for the attempts (default: the run's "
                                                         "name).")] = None,
+    time_limit: Annotated[Optional[float], typer.Option(
+        "--time-limit", help="Start no candidate after this many seconds; the report lists those left and the "
+                             "same command goes on later.")] = None,
+    cache: Annotated[bool, typer.Option(help="Reuse the toolchain's results of identical evaluations made before "
+                                              "(--no-cache evaluates again).")] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
     """Evaluate every candidate of RUN_DIR (resuming a killed run), record them, write skillbase_report.json/.md."""
     from skillbase import cli as base
-    from skillbase.suite.discover import parse_problems
+    from skillbase.suite.discover import parse_levels, parse_problems
     from skillbase.suite.run import run_suite
 
     def work():
+        levels = parse_levels(level, ctx.args)
         bar = _Bar()
         with bar.progress:
-            return run_suite(base._sb(ctx), run_dir, kernelbench=kernelbench, levels=set(level) if level else None,
+            return run_suite(base._sb(ctx), run_dir, kernelbench=kernelbench, levels=levels,
                              problems=parse_problems(problems), device=device, workers=workers, record=record,
-                             manifest=manifest, session=session, on_start=bar.start, on_event=bar.event)
+                             manifest=manifest, session=session, time_limit_s=time_limit, use_cache=cache,
+                             on_start=bar.start, on_event=bar.event)
 
     base.run(as_json, work, render_report)
 
@@ -129,6 +137,15 @@ def render_report(r: dict) -> int | None:
     rej = r["summary"]["all"]["rejections_by_check"]
     if rej:
         base.out.print("failing candidates by check: " + ", ".join(f"{k} {v}" for k, v in rej.items()))
+    a = r["summary"]["all"]
+    if a.get("problems") is not None and a["problems"] < a["candidates"]:
+        pp, pct = a["per_problem"], (lambda v: "-" if v is None else f"{v:.0%}")
+        base.out.print(f"per problem (each by its correct, fastest candidate): {pp['correct']}/{pp['n']} correct, "
+                       f"fast_1 {pct(pp['fast_p']['eager']['1'])} vs eager, "
+                       f"{pct(pp['fast_p']['torch_compile']['1'])} vs torch.compile; geomean "
+                       f"{base._x(pp['geomean_speedup']['eager'])} vs eager")
+    if r.get("left"):
+        base.out.print(f"[yellow]incomplete[/]: {len(r['left'])} candidate(s) left for the next call (time limit)")
     rec = r.get("recorded")
     base.out.print(("not recorded" if rec is None else f"{rec} recorded as attempts")
                    + (f"; {len(r['not_recorded'])} not recorded" if r.get("not_recorded") else "")

@@ -61,6 +61,16 @@ def parse_problems(spec: str | None) -> set[int] | None:
     return out
 
 
+def parse_levels(levels: list[int] | None, more: list[str] | None = None) -> set[int] | None:
+    """``--level 1 2 3``: the option's values and the bare numbers after it; None for every level."""
+    out = set(levels or [])
+    for extra in more or []:
+        if not extra.isdigit() or not levels:
+            raise InvalidInput(f"unexpected argument {extra!r}", hint="levels are numbers: --level 1 2 3")
+        out.add(int(extra))
+    return out or None
+
+
 def kernelbench_levels(kb_dir: Path) -> Path:
     """The folder holding ``level1``, ``level2``... inside a KernelBench checkout (or that folder itself)."""
     for root in (kb_dir / "KernelBench", kb_dir):

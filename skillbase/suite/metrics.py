@@ -6,7 +6,12 @@ failed checks, median, speedups). Definitions, as KernelBench's score uses them:
 - correctness rate: correct candidates / candidates;
 - fast_p against a baseline: candidates that are correct AND faster than the
   baseline by more than p (speedup > p), over ALL candidates;
-- geometric-mean speedup: over the correct candidates that were timed.
+- geometric-mean speedup: over the correct candidates that were timed;
+- per problem (``best_per_problem``): the same figures over problems instead of
+  candidates, each problem standing for its best candidate (correct and fastest,
+  else any), so a run with several candidates per problem (samples, or steps of a
+  lineage) is scored once per problem, as KernelBench scores a run. With one
+  candidate per problem the two are equal.
 
 Speedups are the baseline's median device time over the candidate's (CUDA events,
 L2 flushed). Without timing (CPU runs) fast_p and the geometric means are None.
@@ -59,18 +64,50 @@ def rejections(rows: Iterable[dict]) -> dict[str, int]:
     return dict(counts.most_common())
 
 
-def summarize(rows: list[dict]) -> dict:
-    """Every figure of a set of rows (one level, or the whole run)."""
+def problem_of(row: dict) -> str:
+    """The problem a row answers: its KernelBench level and number, else its task."""
+    if row.get("problem") is not None:
+        return f"{row.get('level')}/{row['problem']}"
+    return str(row.get("task") or row.get("name"))
+
+
+def _rank(row: dict) -> tuple:
+    """Better first: correct, then timed, then the largest speedup over eager."""
+    speedup = row.get("speedup_vs_eager")
+    return (not _correct(row), speedup is None, -(speedup or 0.0))
+
+
+def best_per_problem(rows: list[dict]) -> list[dict]:
+    """One row per problem: its correct, fastest candidate, else its first."""
+    best: dict[str, dict] = {}
+    for r in rows:
+        key = problem_of(r)
+        if key not in best or _rank(r) < _rank(best[key]):
+            best[key] = r
+    return list(best.values())
+
+
+def figures(rows: list[dict]) -> dict:
+    """Correctness, fast_p and geometric means of a set of rows."""
     n = len(rows)
     correct = sum(1 for r in rows if _correct(r))
     return {
-        "candidates": n,
-        "correct": correct,
-        "correctness_rate": correct / n if n else None,
-        "verdicts": dict(Counter(r.get("verdict") for r in rows).most_common()),
+        "n": n, "correct": correct, "correctness_rate": correct / n if n else None,
         "fast_p": {b: {f"{p:g}": fast_p(rows, b, p) for p in P_VALUES} for b in BASELINES},
         "geomean_speedup": {b: geomean_speedup(rows, b) for b in BASELINES},
+    }
+
+
+def summarize(rows: list[dict]) -> dict:
+    """Every figure of a set of rows (one level, or the whole run): over candidates, and over
+    problems (``per_problem``)."""
+    f = figures(rows)
+    return {
+        "candidates": f.pop("n"), **f,
+        "verdicts": dict(Counter(r.get("verdict") for r in rows).most_common()),
         "rejections_by_check": rejections(rows),
+        "problems": len({problem_of(r) for r in rows}),
+        "per_problem": figures(best_per_problem(rows)),
     }
 
 

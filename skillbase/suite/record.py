@@ -59,6 +59,7 @@ def record_run(sb, items: list[Item], outcomes: dict[str, tuple[BenchReport, str
     through ``sb.record_evaluation``; a candidate whose file changed since it was evaluated, or whose
     task could not be loaded, is skipped with the reason."""
     rec = Recorded()
+    waiting: set[str] = set()
     for item in parents_first(items):
         got = outcomes.get(item.name)
         if got is None:
@@ -68,9 +69,15 @@ def record_run(sb, items: list[Item], outcomes: dict[str, tuple[BenchReport, str
         source = read_source(item.file, sb.settings.max_source_bytes, what="candidate")
         if content_hash(source) != report.solution_hash:
             rec.skipped[item.name] = "the file changed after it was evaluated: run the suite again"
+            waiting.add(item.name)
             continue
         if report.hardware.name == "unknown":
             rec.skipped[item.name] = f"not evaluated: {report.message}"
+            continue
+        if item.parent and (item.parent not in outcomes or item.parent in waiting):
+            # Recording it without its parent now would fix its id without the lineage for good.
+            rec.skipped[item.name] = f"waiting for its parent {item.parent} to be evaluated and recorded"
+            waiting.add(item.name)
             continue
         parent = rec.attempts.get(item.parent) if item.parent else None
         note = item.note if parent or not item.parent else f"{item.note} (parent {item.parent} not recorded)".strip()

@@ -33,21 +33,27 @@ def row_of(item: Item, report: BenchReport, run_dir: Path, attempt_id: str | Non
         "language": report.language, "verdict": report.verdict, "message": report.message,
         "failed_checks": [x.name for x in c.failed_checks] if c else [],
         "median_ms": report.timing.median_ms if report.timing else None,
+        "host_ms_per_call": report.host_ms_per_call.get("candidate"),
         "eager_ms": base.get("eager"), "compile_ms": base.get("torch_compile"),
         "speedup_vs_eager": report.speedup_vs_eager, "speedup_vs_compile": report.speedup_vs_compile,
         "pct_sol": report.roofline.pct_sol if report.roofline else None,
         "hardware": report.hardware.name, "device": report.device, "wall_s": round(report.wall_s, 3),
+        "eval_s": (report.phases_s or {}).get("total"),
         "resumed": resumed, "attempt_id": attempt_id, "notes": report.notes,
     }
 
 
 def build(run_dir: Path, rows: list[dict], *, device: str, wall_s: float, recorded: int | None,
-          skipped: dict[str, str] | None = None) -> dict:
-    """The whole report as one JSON-ready dict."""
+          skipped: dict[str, str] | None = None, left: list[str] | None = None, workers: int | None = None) -> dict:
+    """The whole report as one JSON-ready dict. ``left``: candidates not evaluated yet (a time limit
+    stopped the run); the report is then marked incomplete."""
     hardware = sorted({r["hardware"] for r in rows if r["hardware"] != "unknown"})
     return {
         "run": Path(run_dir).resolve().name, "run_dir": str(Path(run_dir).resolve()), "device": device,
-        "hardware": hardware, "wall_s": round(wall_s, 2), "recorded": recorded, "not_recorded": skipped or {},
+        "hardware": hardware, "workers": workers, "wall_s": round(wall_s, 2),
+        "complete": not left, "left": list(left or []),
+        "evaluated_now": sum(1 for r in rows if not r["resumed"]), "recorded": recorded,
+        "not_recorded": skipped or {},
         "timed": metrics.timed(rows), "note": None if device == "cuda" else CPU_NOTE,
         "definitions": metrics.__doc__.strip(), "summary": metrics.by_level(rows), "rows": rows,
     }
@@ -90,16 +96,18 @@ def _ms(v: float | None) -> str:
     return "-" if v is None else (f"{v * 1e3:.1f} µs" if v < 1 else f"{v:.3f} ms")
 
 
-def summary_lines(summary: dict) -> list[str]:
-    """The per-level table, in markdown."""
+def summary_lines(summary: dict, per_problem: bool = False) -> list[str]:
+    """The per-level table, in markdown: over candidates, or over problems (each its best candidate)."""
     ps = [f"{p:g}" for p in metrics.P_VALUES]
-    head = (["level", "candidates", "correct"] + [f"fast_{p} eager" for p in ps] +
+    head = (["level", "problems" if per_problem else "candidates", "correct"] + [f"fast_{p} eager" for p in ps] +
             [f"fast_{p} compile" for p in ps] + ["geomean vs eager", "geomean vs compile"])
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for level, s in summary.items():
-        cells = [level, str(s["candidates"]), f"{s['correct']} ({_pct(s['correctness_rate'])})"]
-        cells += [_pct(s["fast_p"]["eager"][p]) for p in ps] + [_pct(s["fast_p"]["torch_compile"][p]) for p in ps]
-        cells += [_x(s["geomean_speedup"]["eager"]), _x(s["geomean_speedup"]["torch_compile"])]
+        f = s["per_problem"] if per_problem else s
+        n = f["n"] if per_problem else s["candidates"]
+        cells = [level, str(n), f"{f['correct']} ({_pct(f['correctness_rate'])})"]
+        cells += [_pct(f["fast_p"]["eager"][p]) for p in ps] + [_pct(f["fast_p"]["torch_compile"][p]) for p in ps]
+        cells += [_x(f["geomean_speedup"]["eager"]), _x(f["geomean_speedup"]["torch_compile"])]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
@@ -107,26 +115,35 @@ def summary_lines(summary: dict) -> list[str]:
 def markdown(report: dict) -> str:
     """The report for people: what was run, the figures per level, rejections, every candidate."""
     out = [f"# Suite run `{report['run']}`", "",
-           f"Device: {report['device']} ({', '.join(report['hardware']) or 'no device reached'}); "
-           f"{len(report['rows'])} candidates in {report['wall_s']:.1f} s wall clock"
+           f"Device: {report['device']} ({', '.join(report['hardware']) or 'no device reached'}"
+           + (f", {report['workers']} worker(s)" if report.get("workers") else "") + "); "
+           f"{len(report['rows'])} candidates ({report.get('evaluated_now', 0)} evaluated by this call, the rest "
+           f"read back) in {report['wall_s']:.1f} s wall clock"
            + (f"; {report['recorded']} recorded as attempts" if report.get("recorded") is not None else "; not recorded")
            + ".", ""]
+    if report.get("left"):
+        out += [f"**Incomplete**: {len(report['left'])} candidate(s) not evaluated yet (time limit); run the same "
+                "command again to go on.", ""]
     if report.get("note"):
         out += [report["note"], ""]
     out += ["Speedups are the baseline's median device time over the candidate's (CUDA events, L2 flushed); "
             "fast_p counts candidates that are correct and faster than the baseline by more than p, over all "
             "candidates; geometric means are over correct, timed candidates.", ""]
     out += summary_lines(report["summary"]) + [""]
+    if any(s["problems"] < s["candidates"] for s in report["summary"].values()):
+        out += ["Per problem (each problem counted once, by its correct and fastest candidate):", ""]
+        out += summary_lines(report["summary"], per_problem=True) + [""]
     rej = report["summary"]["all"]["rejections_by_check"]
     if rej:
         out += ["Failing candidates by check: " + ", ".join(f"`{k}` {v}" for k, v in rej.items()), ""]
-    out += ["| candidate | task | verdict | failed checks | median | eager | torch.compile | vs eager | vs compile | % SOL |",
-            "|---|---|---|---|---|---|---|---|---|---|"]
+    out += ["| candidate | task | verdict | failed checks | median | eager | torch.compile | vs eager | vs compile "
+            "| % SOL | eval s |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in report["rows"]:
         sol = "-" if r["pct_sol"] is None else f"{r['pct_sol']:.0f}%"
+        ev = "-" if r.get("eval_s") is None else f"{r['eval_s']:.1f}"
         out.append(f"| {r['name']} | {r['task']} | {r['verdict']} | {', '.join(r['failed_checks']) or '-'} | "
                    f"{_ms(r['median_ms'])} | {_ms(r['eager_ms'])} | {_ms(r['compile_ms'])} | "
-                   f"{_x(r['speedup_vs_eager'])} | {_x(r['speedup_vs_compile'])} | {sol} |")
+                   f"{_x(r['speedup_vs_eager'])} | {_x(r['speedup_vs_compile'])} | {sol} | {ev} |")
     if report.get("not_recorded"):
         out += ["", "Not recorded: " + "; ".join(f"{k}: {v}" for k, v in report["not_recorded"].items())]
     return "\n".join(out) + "\n"

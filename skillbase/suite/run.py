@@ -14,19 +14,24 @@ from skillbase.suite.runner import Event, SuiteRunner, saved_outcomes
 def run_suite(sb, run_dir: Path, *, kernelbench: Path | None = None, levels: set[int] | None = None,
               problems: set[int] | None = None, device: str = "auto", workers: int | None = None,
               record: bool = True, manifest: Path | None = None, session: str | None = None,
-              on_start=None, on_event: Event | None = None) -> dict:
+              time_limit_s: float | None = None, use_cache: bool = True, on_start=None, on_order=None,
+              on_event: Event | None = None) -> dict:
     """Evaluate every candidate of ``run_dir`` (resuming what an earlier call finished), record
     each as an attempt unless ``record`` is False, write the reports; returns the report dict.
 
-    ``on_start(items)`` is called once the candidates are known; ``on_event(kind, outcome)``
-    as each is resumed or finished. With ``record=False`` the store is never opened.
+    ``on_start(items)`` is called once the candidates are known, ``on_order(items)`` with those left
+    to evaluate in the order the workers take them, ``on_event(kind, outcome)`` as each is resumed or
+    finished. With ``record=False`` the store is never opened (no chromadb, no embedding model).
+    With ``time_limit_s``, no candidate starts after that many seconds; the report then says how many
+    are left (``complete`` false) and the next call goes on from there. ``use_cache=False`` evaluates
+    again what the toolchain's result cache holds (the run directory's own results are still resumed).
     """
     start = time.perf_counter()
     items = discover(Path(run_dir), kernelbench, levels, problems, manifest)
     if on_start is not None:
         on_start(items)
-    runner = SuiteRunner(sb.toolchain, Path(run_dir), device, workers)
-    state = runner.run(items, on_event)
+    runner = SuiteRunner(sb.toolchain, Path(run_dir), device, workers, use_cache)
+    state = runner.run(items, on_event, time_limit_s=time_limit_s, on_order=on_order)
     outcomes = {name: (o.report, o.finished_at) for name, o in state.outcomes.items()}
     recorded = record_run(sb, items, outcomes, Path(run_dir).resolve().name, session=session) if record else None
     rows = [reports.row_of(o.item, o.report, run_dir, recorded.attempts.get(o.item.name) if recorded else None,
@@ -34,7 +39,8 @@ def run_suite(sb, run_dir: Path, *, kernelbench: Path | None = None, levels: set
             for o in (state.outcomes[i.name] for i in items if i.name in state.outcomes)]
     report = reports.build(run_dir, rows, device=state.device_kind, wall_s=time.perf_counter() - start,
                            recorded=len(recorded.attempts) if recorded else None,
-                           skipped=recorded.skipped if recorded else None)
+                           skipped=recorded.skipped if recorded else None, left=state.left,
+                           workers=len(sb.toolchain.worker_names(device, workers)))
     reports.write(run_dir, report)
     return report
 
@@ -51,6 +57,7 @@ def record_suite(sb, run_dir: Path, *, kernelbench: Path | None = None, manifest
             for i in items if i.name in outcomes]
     device = "cuda" if any(r["device"].startswith("cuda") for r in rows) else "cpu"
     report = reports.build(run_dir, rows, device=device, wall_s=time.perf_counter() - start,
-                           recorded=len(recorded.attempts), skipped=recorded.skipped)
+                           recorded=len(recorded.attempts), skipped=recorded.skipped,
+                           left=[i.name for i in items if i.name not in outcomes])
     reports.write(run_dir, report)
     return report

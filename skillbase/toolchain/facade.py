@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import threading
 import time
 from collections import OrderedDict
@@ -32,16 +31,16 @@ from skillbase.models import (BenchReport, Candidate, Check, CompileReport, Corr
                               ErrorInfo, Hardware, TaskInfo, TimingStats, content_hash)
 
 from skillbase.toolchain import roofline, shrink, tasks
+from skillbase.toolchain.schedule import Durations, Picker
 from skillbase.toolchain.cache import JsonCache, make_key, toolchain_versions
 from skillbase.toolchain.diagnostics import truncate
-from skillbase.toolchain.pool import Pool, WorkerDied
+from skillbase.toolchain.pool import STARTUP_TIMEOUT_S, Pool, WorkerDied
 from skillbase.toolchain.source import check_source_size, detect_language, read_source
 
 Progress = Callable[[float, str], None]
 
 TRIALS = 5
 DESCRIBED_MAX = 256  # task descriptions kept in memory
-CPU_DEFAULT_SHAPE_LIMIT = 64 * 2**20  # bytes a task without META['small'] may move on the interpreter
 # The interpreter runs every program in Python: work, not only bytes, bounds what it can check.
 CPU_FLOP_LIMIT = 2 * 10**9
 BASELINES = ("eager", "torch_compile")
@@ -67,10 +66,13 @@ class Toolchain:
         # Described tasks by path, content hash and solutions: a recall on a task file costs a file read.
         self._described: OrderedDict[tuple, TaskInfo] = OrderedDict()
         self._described_lock = threading.Lock()
+        self.durations = Durations(JsonCache(settings.cache_dir, "durations"))
         self.timing = {"budget_s": timing_budget_s, "target_ci": target_ci}
         self._hw: dict[str, Hardware] = {}
         self._traces: dict[str, tasks.Trace] = {}
         self._gpus: int | None = None
+        self._locks: dict[str, threading.Lock] = {}
+        self._locks_guard = threading.Lock()
 
     # ------------------------------------------------------------ lifecycle
 
@@ -159,9 +161,19 @@ class Toolchain:
         index = int(device.split(":", 1)[1]) if device.startswith("cuda:") else 0
         return self._hardware_of(f"cuda:{index}")
 
+    def _lock(self, name: str) -> threading.Lock:
+        with self._locks_guard:
+            return self._locks.setdefault(name, threading.Lock())
+
     def _hardware_of(self, worker: str) -> Hardware:
         if worker in self._hw:
             return self._hw[worker]
+        with self._lock(f"hardware:{worker}"):  # one description and peak measurement per worker
+            if worker not in self._hw:
+                self._describe(worker)
+        return self._hw[worker]
+
+    def _describe(self, worker: str) -> None:
         w = self.pool.get(worker)
         try:
             described = Hardware(**_ok(w.request({"op": "describe"}, timeout=300))["hardware"])
@@ -175,7 +187,6 @@ class Toolchain:
             raise ToolchainUnavailable(f"the {worker} worker failed while describing its device: {d.detail}",
                                        hint=d.log_tail[-500:] or None) from d
         self._hw[worker] = Hardware(**cached)
-        return self._hw[worker]
 
     # -------------------------------------------------------------- compile
 
@@ -229,7 +240,8 @@ class Toolchain:
                   progress: Progress | None = None, use_cache: bool = True) -> BenchReport:
         """Verify the candidate against the reference (5+ fresh-input trials and every anti-cheat check) and,
         on a GPU, time it with baselines and a roofline. On the CPU, verification runs under the Triton
-        interpreter at the task's small shape and timing is reported as unavailable."""
+        interpreter at the task's small shape (``cpu_shape``: META['small'], or one shrunk automatically)
+        and timing is reported as unavailable."""
         kind = self._device_kind(device)
         worker = "cpu" if kind == "cpu" else (device if device.startswith("cuda:") else "cuda:0")
         return self._evaluate(task, candidate, worker, progress, use_cache)
@@ -244,19 +256,58 @@ class Toolchain:
         names = [f"cuda:{i}" for i in range(self._gpu_count())]
         return names[:workers] if workers else names
 
+    def start_workers(self, device: str = "auto", workers: int | None = None) -> threading.Thread:
+        """Start every worker a batch on ``device`` spreads over, and describe each GPU and measure (or read)
+        its peaks, all at once and in the background: per-GPU set-up then overlaps across GPUs and with
+        whatever the caller prepares meanwhile. Returns the thread doing it (join it to wait). A worker
+        that fails to start is left for the batch to report with its first candidate."""
+        names = self.worker_names(device, workers)
+
+        def warm(name: str) -> None:
+            try:
+                if name.startswith("cuda"):
+                    self._hardware_of(name)
+                else:
+                    self.pool.get(name).request({"op": "ping"}, timeout=STARTUP_TIMEOUT_S)
+            except Exception:  # noqa: BLE001 - reported by the batch that needs this worker
+                pass
+
+        def warm_all() -> None:
+            threads = [threading.Thread(target=warm, args=(n,), daemon=True) for n in names]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+
+        runner = threading.Thread(target=warm_all, daemon=True, name="skillbase-start-workers")
+        runner.start()
+        return runner
+
+    def expected_eval_s(self, task: TaskInfo, device: str = "auto") -> float:
+        """Expected wall seconds of evaluating one candidate of ``task`` here: the last evaluation of any
+        candidate of it on this kind of device, else an estimate from its eager baseline or its floor, plus
+        the baselines' own time while they are not cached. Only used to put the longest first."""
+        kind = self._device_kind(device)
+        eager = self.known_baseline_ms(task, "eager") if kind == "cuda" else None
+        known = kind != "cuda" or (eager is not None and self.known_baseline_ms(task, "torch_compile") is not None)
+        return self.durations.expected_s(task, kind, baselines_known=known, eager_ms=eager)
+
     def benchmark_many(self, jobs: list[tuple[TaskInfo, Candidate]], device: str = "auto", *,
                        workers: int | None = None, on_done: Callable[[int, BenchReport], None] | None = None,
-                       on_error: Callable[[int, BaseException], None] | None = None) -> list[BenchReport | None]:
-        """Evaluate several candidates over every GPU of the host (one warm worker each), in the order
-        given: each worker takes the next job as soon as it is free, so callers put the longest expected
-        first. ``on_done(i, report)`` is called as each finishes (from a worker thread). Without
-        ``on_error`` the first exception stops the batch and is raised; with it, a job's exception is
-        handed over and the rest go on (its slot in the returned list stays None)."""
+                       on_error: Callable[[int, BaseException], None] | None = None, use_cache: bool = True,
+                       should_stop: Callable[[], bool] | None = None) -> list[BenchReport | None]:
+        """Evaluate several candidates over every GPU of the host (one warm worker each), all workers
+        started at once. A worker takes a job only once it is ready, then the first job in the order given
+        whose task's baselines no other worker is measuring: callers put the longest expected first
+        (``expected_eval_s``). ``on_done(i, report)`` is called as each finishes (from a worker thread).
+        Without ``on_error`` the first exception stops the batch and is raised; with it, a job's exception
+        is handed over and the rest go on (its slot in the returned list stays None). When ``should_stop()``
+        turns true, no further job starts (their slots stay None)."""
         names = self.worker_names(device, workers)
         kind = "cpu" if names[0].startswith("cpu") else "cuda"
         results: list[BenchReport | None] = [None] * len(jobs)
         errors: list[BaseException] = []
-        todo: queue.Queue = queue.Queue()
+        order: list[int] = []
         for i, (task, cand) in enumerate(jobs):
             try:
                 self._language(task, cand, kind)  # argument errors surface before any work starts
@@ -265,27 +316,51 @@ class Toolchain:
                     raise
                 on_error(i, e)
                 continue
-            todo.put(i)
+            order.append(i)
+
+        measured: set[str] = set()  # tasks whose baselines are cached: they stay cached
+
+        def busy_key(i: int) -> str | None:
+            task = jobs[i][0]
+            if kind != "cuda" or task.source_hash in measured:
+                return None
+            if self.known_baseline_ms(task, "eager") is not None and \
+                    self.known_baseline_ms(task, "torch_compile") is not None:
+                measured.add(task.source_hash)
+                return None
+            return task.source_hash
+
+        picker = Picker(order, busy_key)
 
         def drain(worker: str) -> None:
+            try:  # ready before taking a job: a slow start must not hold a job another worker could run
+                if kind == "cuda":
+                    self._hardware_of(worker)
+                else:
+                    self.pool.get(worker).request({"op": "ping"}, timeout=STARTUP_TIMEOUT_S)
+            except BaseException:  # noqa: BLE001 - the job that meets it again reports it
+                pass
             while not errors:
-                try:
-                    i = todo.get_nowait()
-                except queue.Empty:
+                if should_stop is not None and should_stop():
+                    picker.stop()
+                i = picker.take()
+                if i is None:
                     return
                 task, cand = jobs[i]
                 try:
-                    results[i] = self._evaluate(task, cand, worker, None, True)
+                    results[i] = self._evaluate(task, cand, worker, None, use_cache)
                 except BaseException as e:
+                    picker.done(i)
                     if on_error is None:
                         errors.append(e)
                     else:
                         on_error(i, e)
                     continue
+                picker.done(i)
                 if on_done is not None:
                     on_done(i, results[i])
 
-        threads = [threading.Thread(target=drain, args=(n,), daemon=True) for n in names[:max(1, len(jobs))]]
+        threads = [threading.Thread(target=drain, args=(n,), daemon=True) for n in names[:max(1, len(order))]]
         for t in threads:
             t.start()
         for t in threads:
@@ -316,21 +391,29 @@ class Toolchain:
         return self._traces[key]
 
     def _shape_for(self, task: TaskInfo, kind: str) -> dict | None:
-        """The shape overrides an evaluation runs at: none on a GPU; on the CPU the task's
-        META['small'], else none when the default shape is small enough, else one found
-        by halving its size globals (``shrink.py``), cached by the task's content."""
-        if kind == "cuda" or task.small_shape:
-            return task.small_shape if kind == "cpu" else None
+        """The shape overrides an evaluation runs at (see ``cpu_shape``): none on a GPU."""
+        return None if kind == "cuda" else self.cpu_shape(task)[0]
+
+    def cpu_shape(self, task: TaskInfo) -> tuple[dict | None, str | None]:
+        """The shape a CPU (Triton interpreter) evaluation runs at, and a note when it was shrunk
+        automatically: the task's META['small'], else its own shape when one forward moves at most
+        ``settings.cpu_shape_mb`` MiB and does at most CPU_FLOP_LIMIT FLOPs, else one found by halving its
+        sizes (``shrink.py``), cached by the task's content. TaskError when no such shape exists."""
+        if task.small_shape:
+            return task.small_shape, None
+        limit = self.settings.cpu_shape_mb * 2**20
         tr = self._trace(task, None)
-        if tr.input_bytes + tr.output_bytes + tr.param_bytes <= CPU_DEFAULT_SHAPE_LIMIT \
-                and tr.flops <= CPU_FLOP_LIMIT:
-            return None
-        key = make_key("shrink", task.source_hash, CPU_DEFAULT_SHAPE_LIMIT, CPU_FLOP_LIMIT, shrink.MIN_SIZE_GLOBAL)
+        if tr.input_bytes + tr.output_bytes + tr.param_bytes <= limit and tr.flops <= CPU_FLOP_LIMIT:
+            return None, None
+        key = make_key("shrink", task.source_hash, limit, CPU_FLOP_LIMIT, toolchain_versions()["toolchain"])
         if (hit := self.shrunk.get(key)) is None:
-            found = shrink.shrink_shape(Path(task.path), CPU_DEFAULT_SHAPE_LIMIT, CPU_FLOP_LIMIT)
-            hit = {"shape": found.shape}
+            found = shrink.shrink_shape(Path(task.path), limit, CPU_FLOP_LIMIT)
+            hit = {"shape": found.shape, "moved_bytes": found.moved_bytes, "original_bytes": found.original_bytes}
             self.shrunk.put(key, hit)
-        return hit["shape"]
+        note = (f"shape shrunk automatically for the Triton interpreter: {json.dumps(hit['shape'])} "
+                f"(one forward moves {hit['moved_bytes'] / 2**20:.1f} MiB instead of "
+                f"{hit['original_bytes'] / 2**20:.0f} MiB; limit {self.settings.cpu_shape_mb} MiB)")
+        return hit["shape"], note
 
     def _evaluate(self, task: TaskInfo, cand: Candidate, worker: str, progress: Progress | None,
                   use_cache: bool) -> BenchReport:
@@ -377,6 +460,7 @@ class Toolchain:
                                            "phases_s": {**phases, "total": round(wall, 3)}})
         if report.verdict not in ("timeout", "crashed"):
             self.results.put(key, report.model_dump(mode="json"))
+        self.durations.note(task, kind, wall, phases, report.verdict)
         return report
 
     def _died(self, base: dict, d: WorkerDied, start: float) -> BenchReport:
@@ -426,6 +510,8 @@ class Toolchain:
         verdict, message = result["verdict"], result["message"]
         notes = list(result.get("notes") or [])
         notes += [f"{name} baseline unavailable: {why}" for name, why in (result.get("baseline_notes") or {}).items()]
+        if kind == "cpu" and (shrunk := self.cpu_shape(task)[1]):
+            notes.insert(0, shrunk)
         roof = None
         if timing is not None:
             roof = roofline.analyze(task.bytes_moved, task.flops, timing.median_ms, hw, task.dtype)

@@ -3,11 +3,15 @@
 KernelBench problems move gigabytes (4096 x 393216 floats is 6.4 GB per input);
 the interpreter runs every program instance in Python on the host, so a
 candidate is verified there at a smaller shape of the same problem. The shape
-is a dict of overrides of the task module's integer globals (the same mechanism
-as ``META['small']``), found by halving size-like globals one at a time and
-re-tracing the reference on the meta device after each step: a step after
-which the reference no longer traces (channels no longer divisible by groups,
-a pooled size that reaches zero) is undone and that global left alone.
+is a dict of overrides of the task module's globals (the same mechanism as
+``META['small']``). Sizes live in integer globals (``batch_size = 4096``) and in
+tuples or lists of integers (``input_shape = (32768,)``, ``layer_sizes = [400,
+800]``). The largest size is halved first and the reference re-traced on the
+meta device after each step; when halving it alone breaks the reference (two
+sizes must stay equal to broadcast), every size holding the same value is
+halved with it; when that breaks it too (channels no longer divisible by
+groups, a pooled size reaching zero) the step is undone and that size left
+alone.
 """
 
 from __future__ import annotations
@@ -19,10 +23,12 @@ from typing import Any
 from skillbase.errors import TaskError
 from skillbase.toolchain import tasks
 
-# A size-like global: an int at least this large. Smaller ints are kernel
-# sizes, strides, dims and group counts, which change what is computed.
+# A size: an int at least this large. Smaller ints are kernel sizes, strides,
+# dims and group counts, which change what is computed.
 MIN_SIZE_GLOBAL = 16
 MAX_STEPS = 200
+
+Slot = tuple[str, int | None]  # a global's name, and the index in it when it is a tuple or list
 
 
 @dataclass
@@ -56,9 +62,36 @@ def _halved(value: int) -> int:
     return max(1, half)
 
 
+def size_slots(module_globals: dict[str, Any]) -> dict[Slot, int]:
+    """Every size of a task module: public int globals, and the int entries of public tuples and lists
+    of ints, that are at least MIN_SIZE_GLOBAL."""
+    out: dict[Slot, int] = {}
+    for name, value in module_globals.items():
+        if name.startswith("_"):
+            continue
+        if type(value) is int and value >= MIN_SIZE_GLOBAL:
+            out[(name, None)] = value
+        elif isinstance(value, (tuple, list)) and value and all(type(x) is int for x in value):
+            out.update({(name, i): x for i, x in enumerate(value) if x >= MIN_SIZE_GLOBAL})
+    return out
+
+
+def _with(shape: dict[str, Any], defaults: dict[str, Any], changes: dict[Slot, int]) -> dict[str, Any]:
+    """``shape`` with the sizes in ``changes`` set (a tuple global stays a tuple)."""
+    out = dict(shape)
+    for (name, index), value in changes.items():
+        if index is None:
+            out[name] = value
+        else:
+            seq = list(out.get(name, defaults[name]))
+            seq[index] = value
+            out[name] = type(defaults[name])(seq)
+    return out
+
+
 def shrink_shape(path: Path, limit_bytes: int, limit_flops: int, start: dict[str, Any] | None = None) -> Shrunk:
-    """Overrides of the task's size globals under which one forward moves at most
-    ``limit_bytes`` (inputs, outputs and parameters) and does at most ``limit_flops``.
+    """Overrides of the task's sizes under which one forward moves at most ``limit_bytes``
+    (inputs, outputs and parameters) and does at most ``limit_flops``.
 
     Raises TaskError when no such shape is found (nothing size-like left to halve).
     """
@@ -66,26 +99,29 @@ def shrink_shape(path: Path, limit_bytes: int, limit_flops: int, start: dict[str
     tm = tasks.load_task_module(path, shape)
     tr = tasks.trace_reference(tm)
     original = _moved(tr)
-    sizes = {k: v for k, v in vars(tm.module).items()
-             if not k.startswith("_") and type(v) is int and v >= MIN_SIZE_GLOBAL}
-    frozen: set[str] = set()
+    defaults = dict(vars(tm.module))
+    sizes = size_slots(defaults)
+    current = dict(sizes)
+    frozen: set[Slot] = set()
     for _ in range(MAX_STEPS):
         if _moved(tr) <= limit_bytes and tr.flops <= limit_flops:
             return Shrunk(shape=shape, moved_bytes=_moved(tr), flops=tr.flops, original_bytes=original)
-        live = {k: v for k, v in sizes.items() if k not in frozen and shape.get(k, v) > 1}
+        live = {s: v for s, v in current.items() if s not in frozen and v > 1}
         if not live:
             break
-        name = max(live, key=lambda k: shape.get(k, sizes[k]))
-        trial = {**shape, name: _halved(shape.get(name, sizes[name]))}
-        if trial[name] == shape.get(name, sizes[name]):
-            frozen.add(name)
-            continue
-        smaller = _trace_at(path, trial)
-        if smaller is None or _moved(smaller) >= _moved(tr) and smaller.flops >= tr.flops:
-            frozen.add(name)  # the reference no longer runs there, or this global does not size it
-            continue
-        shape, tr = trial, smaller
+        slot = max(live, key=lambda s: (live[s], s[0], -1 if s[1] is None else s[1]))
+        tied = [s for s, v in live.items() if v == live[slot] and s != slot]
+        for group in ([slot], [slot, *tied]) if tied else ([slot],):
+            changes = {s: _halved(current[s]) for s in group}
+            trial = _with(shape, defaults, changes)
+            smaller = _trace_at(path, trial)
+            if smaller is not None and (_moved(smaller) < _moved(tr) or smaller.flops < tr.flops):
+                shape, tr = trial, smaller
+                current.update(changes)
+                break
+        else:
+            frozen.add(slot)  # the reference no longer runs there, or this size does not size it
     raise TaskError(
         f"task {str(path)!r}: no shape under {limit_bytes / 2**20:.0f} MiB and {limit_flops / 1e9:.1f} GFLOP "
-        f"found by halving its size globals (reached {_moved(tr) / 2**20:.0f} MiB at {shape})",
+        f"found by halving its sizes (reached {_moved(tr) / 2**20:.0f} MiB at {shape})",
         hint="add META['small'] = {...} with small sizes to the task, or run on a GPU")

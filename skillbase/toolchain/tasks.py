@@ -133,9 +133,13 @@ def check_shape(module: types.ModuleType, shape: dict[str, Any], path: Path | st
 
 
 def apply_shape(module: types.ModuleType, shape: dict[str, Any], path: Path | str = "") -> None:
-    """Override the module's shape globals; every key must already be a global of the task."""
+    """Override the module's shape globals; every key must already be a global of the task.
+
+    An override keeps the type of the global it replaces where JSON lost it: a list given
+    for a tuple global (``input_shape = (32768,)``) becomes a tuple again."""
     check_shape(module, shape, path)
-    vars(module).update(shape)
+    g = vars(module)
+    g.update({k: tuple(v) if isinstance(v, list) and isinstance(g[k], tuple) else v for k, v in shape.items()})
 
 
 def load_task_module(path: Path, shape: dict[str, Any] | None = None) -> TaskModule:

@@ -67,3 +67,36 @@ def test_an_untimed_run_has_no_fast_p():
     s = metrics.summarize(rs)
     assert s["correctness_rate"] == 1.0
     assert s["fast_p"]["eager"]["1"] is None and s["geomean_speedup"]["eager"] is None
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_per_problem_figures_score_each_problem_once_by_its_best_candidate(seed):
+    rnd = random.Random(seed)
+    rs = rows(seed, 60)
+    for r in rs:
+        r["problem"] = rnd.randint(1, 12)
+    s = metrics.summarize(rs)
+    problems: dict[tuple, list[dict]] = {}
+    for r in rs:
+        problems.setdefault((r["level"], r["problem"]), []).append(r)
+    assert s["problems"] == len(problems)
+    best = []
+    for cands in problems.values():
+        correct = [r for r in cands if r["verdict"] == "correct"]
+        timed = [r for r in correct if r["speedup_vs_eager"] is not None]
+        best.append(max(timed, key=lambda r: r["speedup_vs_eager"]) if timed else (correct or cands)[0])
+    pp = s["per_problem"]
+    assert pp["n"] == len(problems) and pp["correct"] == sum(any(r["verdict"] == "correct" for r in c)
+                                                             for c in problems.values())
+    for p in (0, 0.5, 1, 1.5, 2):
+        assert pp["fast_p"]["eager"][f"{p:g}"] == pytest.approx(recompute(best, "speedup_vs_eager", p))
+    logs = [math.log(r["speedup_vs_eager"]) for r in best if r["verdict"] == "correct" and r["speedup_vs_eager"]]
+    assert pp["geomean_speedup"]["eager"] == pytest.approx(math.exp(sum(logs) / len(logs)))
+
+
+def test_one_candidate_per_problem_scores_the_same_both_ways():
+    rs = rows(7, 30)
+    for i, r in enumerate(rs):
+        r["problem"] = i
+    s = metrics.summarize(rs)
+    assert s["per_problem"]["fast_p"] == s["fast_p"] and s["per_problem"]["correct"] == s["correct"]

@@ -39,10 +39,38 @@ def get_init_inputs():
 """
 
 
+KB_LIKE = Path(__file__).resolve().parent / "kb_like"
+# What a GPU box without the store has: these must never be imported by `suite run --no-record`.
+STORE_ONLY = "chromadb,sentence_transformers,anthropic,mcp,typer,rich,bm25s"
+BLOCKER = """
+import os, sys, importlib.abc
+blocked = set(sys.argv[1].split(","))
+class Blocker(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] in blocked:
+            sys.stderr.write(f"imported {name} on the no-store path\\n")
+            os._exit(86)
+sys.meta_path.insert(0, Blocker())
+sys.argv = sys.argv[2:]
+import runpy
+runpy.run_module("skillbase.suite", run_name="__main__", alter_sys=True)
+"""
+
+
 def cli(*args: str, home: Path, timeout: float = 600, **kw) -> subprocess.CompletedProcess:
-    env = {**os.environ, "SKILLBASE_HOME": str(home), "HF_HUB_OFFLINE": "1", "COLUMNS": "400"}
+    env = {**os.environ, "SKILLBASE_HOME": str(home), "HF_HUB_OFFLINE": "1", "COLUMNS": "400",
+           "SKILLBASE_CPU_SHAPE_MB": "2"}
     return subprocess.run([sys.executable, "-m", "skillbase", *args], env=env, capture_output=True, text=True,
                           timeout=timeout, **kw)
+
+
+def suite_without_store(*args: str, home: Path, tmp_path: Path) -> subprocess.CompletedProcess:
+    """``python -m skillbase.suite ARGS`` in a process where importing any store-only package exits 86."""
+    script = tmp_path / "blocker.py"
+    script.write_text(BLOCKER)
+    env = {**os.environ, "SKILLBASE_HOME": str(home), "HF_HUB_OFFLINE": "1", "SKILLBASE_CPU_SHAPE_MB": "2"}
+    return subprocess.run([sys.executable, str(script), STORE_ONLY, "x", *args], env=env, capture_output=True,
+                          text=True, timeout=600)
 
 
 @pytest.fixture
@@ -51,40 +79,73 @@ def kb(tmp_path) -> Path:
     level1.mkdir(parents=True)
     (level1 / "1_big_relu.py").write_text(BIG_RELU)
     shutil.copy(SEEDS / "relu" / "task.py", level1 / "2_relu.py")
+    shutil.copy(KB_LIKE / "matmul_task.py", level1 / "3_matmul.py")
     return tmp_path / "kb"
 
 
 def test_kernelbench_named_run_shrinks_verifies_and_reports(tmp_path, kb):
-    run = tmp_path / "run"
+    run, home = tmp_path / "run", tmp_path / "home"
     run.mkdir()
-    shutil.copy(SEEDS / "relu" / "optimized.py", run / "level_1_problem_1_sample_0_kernel.py")
-    shutil.copy(ADVERSARIAL / "no_own_kernel.py", run / "level_1_problem_2_sample_0_kernel.py")
+    files = {"level_1_problem_1_sample_0_kernel.py": SEEDS / "relu" / "optimized.py",
+             "level_1_problem_2_sample_0_kernel.py": ADVERSARIAL / "no_own_kernel.py",
+             "level_1_problem_3_sample_0_kernel.py": KB_LIKE / "honest_matmul.py",
+             "level_1_problem_3_sample_1_kernel.py": KB_LIKE / "zero_out.py",
+             "level_1_problem_3_sample_2_kernel.py": KB_LIKE / "result_reuse.py"}
+    for name, src in files.items():
+        shutil.copy(src, run / name)
     (run / "level_1_problem_2_sample_1_kernel.py").write_text("this is not python\n")
     (run / "notes.py").write_text("# not a candidate name: ignored\n")
-    r = cli("suite", "run", str(run), "--kernelbench", str(kb), "--device", "cpu", "--no-record", "--json",
-            home=tmp_path / "home")
-    assert r.returncode == 0, r.stderr[-2000:]
+    r = suite_without_store("run", str(run), "--kernelbench", str(kb), "--device", "cpu", "--no-record", "--json",
+                            "--level", "1", home=home, tmp_path=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
     report = json.loads(r.stdout)
     rows = {x["name"]: x for x in report["rows"]}
-    assert set(rows) == {"level_1_problem_1_sample_0_kernel", "level_1_problem_2_sample_0_kernel",
-                         "level_1_problem_2_sample_1_kernel"}
+    assert set(rows) == {Path(n).stem for n in files} | {"level_1_problem_2_sample_1_kernel"}
     big = rows["level_1_problem_1_sample_0_kernel"]
     assert big["verdict"] == "correct" and "small shape" in big["message"]
+    assert "shrunk automatically" in big["notes"][0] and "limit 2 MiB" in big["notes"][0]
     assert rows["level_1_problem_2_sample_0_kernel"]["verdict"] == "rejected"
     assert "own_kernel_launched" in rows["level_1_problem_2_sample_0_kernel"]["failed_checks"]
     assert rows["level_1_problem_2_sample_1_kernel"]["verdict"] in ("invalid", "compile_error")
+    # KernelBench's own adversarial kernels, rewritten in Triton: each fails the check named after its hack.
+    assert rows["level_1_problem_3_sample_0_kernel"]["verdict"] == "correct"
+    assert rows["level_1_problem_3_sample_1_kernel"]["verdict"] == "rejected"
+    assert "inputs_unmodified" in rows["level_1_problem_3_sample_1_kernel"]["failed_checks"]
+    assert rows["level_1_problem_3_sample_2_kernel"]["verdict"] == "rejected"
+    assert "output_fully_written" in rows["level_1_problem_3_sample_2_kernel"]["failed_checks"]
     s = report["summary"]["level1"]
-    assert s["candidates"] == 3 and s["correct"] == 1 and s["fast_p"]["eager"]["1"] is None
-    assert report["recorded"] is None and report["note"]
-    assert (run / "skillbase_report.md").read_text().count("| level_1_problem") == 3
-    # --problems filters; the unchanged run reads every result back
+    assert s["candidates"] == 6 and s["correct"] == 2 and s["fast_p"]["eager"]["1"] is None
+    assert s["problems"] == 3 and s["per_problem"]["correct"] == 2
+    assert s["rejections_by_check"]["inputs_unmodified"] == 1
+    assert report["recorded"] is None and report["note"] and report["complete"]
+    md = (run / "skillbase_report.md").read_text()
+    assert md.count("| level_1_problem") == 6 and "Per problem" in md
+
+    # The typer CLI, --level with several values, a filter: every result is read back.
     r2 = cli("suite", "run", str(run), "--kernelbench", str(kb), "--device", "cpu", "--no-record", "--json",
-             "--problems", "2", home=tmp_path / "home")
+             "--level", "1", "2", "--problems", "3", home=home)
     assert r2.returncode == 0, r2.stderr[-2000:]
     again = json.loads(r2.stdout)
-    assert {x["name"] for x in again["rows"]} == {"level_1_problem_2_sample_0_kernel",
-                                                  "level_1_problem_2_sample_1_kernel"}
-    assert all(x["resumed"] for x in again["rows"])
+    assert {x["name"] for x in again["rows"]} == {f"level_1_problem_3_sample_{i}_kernel" for i in range(3)}
+    assert all(x["resumed"] for x in again["rows"]) and again["evaluated_now"] == 0
+    assert [x["verdict"] for x in again["rows"]] == [rows[x["name"]]["verdict"] for x in again["rows"]]
+
+    # A time limit that has passed starts nothing new: the report says what is left for the next call.
+    shutil.copy(KB_LIKE / "honest_matmul.py", run / "level_1_problem_3_sample_3_kernel.py")
+    (run / "level_1_problem_3_sample_3_kernel.py").open("a").write("# a new sample\n")
+    r3 = cli("suite", "run", str(run), "--kernelbench", str(kb), "--device", "cpu", "--no-record", "--json",
+             "--time-limit", "0", home=home)
+    assert r3.returncode == 0, r3.stderr[-2000:]
+    partial = json.loads(r3.stdout)
+    assert not partial["complete"] and partial["left"] == ["level_1_problem_3_sample_3_kernel"]
+    assert len(partial["rows"]) == 6 and "Incomplete" in (run / "skillbase_report.md").read_text()
+
+    # Evaluated without a store: recorded afterwards where the store is, once.
+    rec = cli("suite", "record", str(run), "--kernelbench", str(kb), "--json", home=home)
+    assert rec.returncode == 0, rec.stderr[-2000:]
+    recorded = json.loads(rec.stdout)
+    assert recorded["recorded"] == 6 and set(recorded["not_recorded"]) == {"level_1_problem_3_sample_3_kernel"}
+    assert all(r["attempt_id"] for r in recorded["rows"]) and len(attempts_of(home, "run")) == 6
 
 
 def manifest_run(tmp_path: Path) -> Path:
@@ -160,6 +221,12 @@ def test_a_killed_run_resumes_with_identical_results_and_records_nothing_twice(t
 
     c = cli("suite", "compare", str(run), str(run), "--json", home=home)
     assert c.returncode == 0 and len(json.loads(c.stdout)["candidates"]) == 4
+
+    # The run's name is on its attempts: recall can keep to them.
+    rc = cli("recall", "relu elementwise kernel", "--run", "campaign", "--json", "-k", "10", home=home)
+    assert rc.returncode == 0, rc.stderr[-2000:]
+    found = json.loads(rc.stdout)["items"]
+    assert found and {i["id"] for i in found} <= {x["attempt_id"] for x in rows.values()}
 
 
 def test_bad_run_directories_get_clear_errors(tmp_path):
