@@ -171,7 +171,7 @@ class SuiteRunner:
             pending.append((item, task, Candidate(source=source, language=detect_language(source),
                                                   path=str(item.file)), self.key(task.source_hash, source)))
         warming.join()  # the GPUs' baselines known so far say which candidates take longest
-        expected = {id(p): self.toolchain.expected_eval_s(p[1], self.device) for p in pending}
+        expected = {id(p): self.toolchain.expected_eval_s(p[1], self.device, p[2]) for p in pending}
         pending.sort(key=lambda p: -expected[id(p)])
         if on_order is not None:
             on_order([p[0] for p in pending])

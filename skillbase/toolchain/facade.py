@@ -30,7 +30,7 @@ from skillbase.errors import InvalidInput, LimitExceeded, NotFound, TaskError, T
 from skillbase.models import (BenchReport, Candidate, Check, CompileReport, CorrectnessReport, Diagnostic,
                               ErrorInfo, Hardware, TaskInfo, TimingStats, content_hash)
 
-from skillbase.toolchain import roofline, shrink, tasks
+from skillbase.toolchain import roofline, shrink, static, tasks
 from skillbase.toolchain.schedule import Durations, Picker
 from skillbase.toolchain.cache import JsonCache, make_key, toolchain_versions
 from skillbase.toolchain.diagnostics import truncate
@@ -283,14 +283,23 @@ class Toolchain:
         runner.start()
         return runner
 
-    def expected_eval_s(self, task: TaskInfo, device: str = "auto") -> float:
+    def expected_eval_s(self, task: TaskInfo, device: str = "auto", candidate: Candidate | None = None) -> float:
         """Expected wall seconds of evaluating one candidate of ``task`` here: the last evaluation of any
         candidate of it on this kind of device, else an estimate from its eager baseline or its floor, plus
-        the baselines' own time while they are not cached. Only used to put the longest first."""
+        the baselines' own time while they are not cached (and ``candidate`` would have them measured).
+        Only used to put the longest first."""
         kind = self._device_kind(device)
         eager = self.known_baseline_ms(task, "eager") if kind == "cuda" else None
-        known = kind != "cuda" or (eager is not None and self.known_baseline_ms(task, "torch_compile") is not None)
+        known = kind != "cuda" or (candidate is not None and not self.needs_baselines(candidate)) or \
+            (eager is not None and self.known_baseline_ms(task, "torch_compile") is not None)
         return self.durations.expected_s(task, kind, baselines_known=known, eager_ms=eager)
+
+    @staticmethod
+    def needs_baselines(candidate: Candidate) -> bool:
+        """Whether timing ``candidate`` against the baselines can ever happen: a source defining no kernel
+        (no @triton.jit function, no CUDA ``__global__``) always fails own_kernel_launched, so its
+        evaluation does not measure the task's baselines (torch.compile alone takes seconds)."""
+        return bool(static.kernel_names(candidate.source))
 
     def benchmark_many(self, jobs: list[tuple[TaskInfo, Candidate]], device: str = "auto", *,
                        workers: int | None = None, on_done: Callable[[int, BenchReport], None] | None = None,
@@ -321,8 +330,8 @@ class Toolchain:
         measured: set[str] = set()  # tasks whose baselines are cached: they stay cached
 
         def busy_key(i: int) -> str | None:
-            task = jobs[i][0]
-            if kind != "cuda" or task.source_hash in measured:
+            task, cand = jobs[i]
+            if kind != "cuda" or task.source_hash in measured or not self.needs_baselines(cand):
                 return None
             if self.known_baseline_ms(task, "eager") is not None and \
                     self.known_baseline_ms(task, "torch_compile") is not None:
@@ -437,7 +446,8 @@ class Toolchain:
                "solution_path": cand.path, "language": lang, "trials": TRIALS,
                "tolerance": task.tolerance.model_dump(), "extra_shapes": options["extra_shapes"],
                "output_bytes": [trace.output_bytes], "timing": options["timing"],
-               "baselines": [b for b, v in cached_baselines.items() if v is None]}
+               "baselines": [b for b, v in cached_baselines.items() if v is None]
+               if self.needs_baselines(cand) else []}
         base = dict(task=task.name, task_signature=task.signature, solution_hash=cand.source_hash, language=lang,
                     device=worker if kind == "cuda" else "cpu", hardware=hw, toolchain=versions)
         try:

@@ -67,3 +67,16 @@ def test_durations_order_by_what_was_measured_and_add_baselines_while_uncached(t
     d.note(small, "cuda", 4.5, {}, "correct")
     assert d.expected_s(small, "cuda", baselines_known=True, eager_ms=None) == 4.5
     assert d.expected_s(small, "cpu", baselines_known=True, eager_ms=None) < 4.5  # per device kind
+
+
+def test_only_candidates_that_define_a_kernel_get_baselines_measured():
+    from pathlib import Path
+
+    from skillbase.models import Candidate
+    from skillbase.toolchain.facade import Toolchain
+
+    adversarial = Path(__file__).resolve().parents[1] / "adversarial"
+    assert Toolchain.needs_baselines(Candidate(source=(adversarial / "honest.py").read_text()))
+    assert not Toolchain.needs_baselines(Candidate(source=(adversarial / "no_own_kernel.py").read_text()))
+    cuda = 'src = "__global__ void add_kernel(float* x) {}"\nclass ModelNew: pass\n'
+    assert Toolchain.needs_baselines(Candidate(source=cuda))
