@@ -1,4 +1,4 @@
-"""BatchNorm2d in training mode (kb:1/33), step 1: per-plane partial statistics, a per-channel combine, a normalize pass.
+"""BatchNorm2d, training mode (kb:1/33), step 1: per-plane partial statistics, per-channel combine, normalize.
 
 Training-mode batch norm normalizes channel c with the mean and biased
 variance of all its N x H x W values, then updates the running statistics

@@ -1,4 +1,4 @@
-"""RMS normalization over the channel dimension (kb:1/36), step 1: two loops over channels, one program per spatial block.
+"""RMS norm over channels (kb:1/36), step 1: two loops over channels, one program per spatial block.
 
 x has shape (batch, C, *spatial); every spatial position is normalized by the
 root mean square of its C channel values: y = x / sqrt(mean_c(x^2) + eps).

@@ -1,4 +1,4 @@
-"""Frobenius-norm normalization (kb:1/37), step 2: a persistent grid-stride reduction, the combine folded into the divide.
+"""Frobenius-norm normalization (kb:1/37), step 2: persistent grid-stride reduction, combine folded into the divide.
 
 Step 1 launches 28,672 reduction programs (one per 256 KiB chunk), a single-
 program combine and a divide pass. Here:
