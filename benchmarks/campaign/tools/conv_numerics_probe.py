@@ -35,13 +35,13 @@ def _load(path: Path, batch: int):
     return mod
 
 
-def probe(path: Path, batch: int = 2) -> list[tuple[str, float, float]]:
+def probe(path: Path, batch: int = 2, device: str = "cuda") -> list[tuple[str, float, float]]:
     """(hypothesis, % of outputs beyond tolerance, max |difference|) for one problem file."""
     mod = _load(path, batch)
     torch.manual_seed(0)
-    model = mod.Model(*mod.get_init_inputs()).cuda()
+    model = mod.Model(*mod.get_init_inputs()).to(device)
     conv = next(m for m in model.modules() if isinstance(m, (torch.nn.Conv2d, torch.nn.Conv3d)))
-    x = mod.get_inputs()[0].cuda()
+    x = mod.get_inputs()[0].to(device)
     with torch.no_grad():
         ref = model(x).double()
     fn = F.conv2d if isinstance(conv, torch.nn.Conv2d) else F.conv3d
@@ -62,13 +62,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kernelbench", required=True, type=Path, help="KernelBench checkout (holds KernelBench/level1)")
     ap.add_argument("--batch", type=int, default=2, help="batch size to run the reference at")
+    ap.add_argument("--device", default="cuda", help="where the reference runs (cpu shows plain fp32)")
     ap.add_argument("problems", nargs="+", type=int, help="level-1 problem numbers")
     args = ap.parse_args()
+    where = torch.cuda.get_device_name() if args.device.startswith("cuda") else args.device
     print(f"torch {torch.__version__}, cudnn {torch.backends.cudnn.version()}, "
-          f"cudnn.allow_tf32={torch.backends.cudnn.allow_tf32}, {torch.cuda.get_device_name()}")
+          f"cudnn.allow_tf32={torch.backends.cudnn.allow_tf32}, {where}")
     for number in args.problems:
         path = next((args.kernelbench / "KernelBench" / "level1").glob(f"{number}_*.py"))
-        for name, bad, worst in probe(path, args.batch):
+        for name, bad, worst in probe(path, args.batch, args.device):
             print(f"kb:1/{number:<4d} {name:18s} beyond tolerance: {bad:6.2f}% of outputs   max |diff| {worst:.2e}")
 
 
