@@ -8,7 +8,7 @@
 #   OUT=/tmp/gpu bash benchmarks/gpu_suite.sh                 # everything
 #   PARTS="bench" TASKS="relu row_softmax" bash benchmarks/gpu_suite.sh
 #
-# PARTS: any of env tests bench launch diag tune suite_kb suite_scale kb_agree kb_adv (default: env tests bench). launch: launch-bound timing. tune: the memory-bound sweep. DIAG: specs for diag. TASKS: built-in task names
+# PARTS: any of env tests bench launch diag tune campaign suite_kb suite_scale kb_agree kb_adv (default: env tests bench). launch: launch-bound timing. tune: the memory-bound sweep. DIAG: specs for diag. TASKS: built-in task names
 # (default: all). NCU: TASK/SOLUTION specs to compare with Nsight Compute.
 # Suite parts (issue 15; KB=path of a KernelBench checkout for the kb ones, RUNS=where run
 # directories live, default .gpu-runs; each part resumes where an earlier call stopped):
@@ -17,6 +17,8 @@
 #                per call: call again until it says complete. FRESH=1 clears the run's results first (a
 #                warm re-measure); WORKERS=N uses N GPUs (default all). $OUT/suite_kb.json (summary and
 #                report), suite_kb_report.md, suite_kb_run.tgz (the run directory, for `suite record`).
+#   campaign     the KernelBench campaign's manifests (benchmarks/campaign) on this GPU, no recording:
+#                $OUT/campaign.json, campaign_report.md, gpu_state.tgz (carry it back as .carry/gpu_state.tgz).
 #   suite_scale  12 distinct candidates, cold and warm, on 2 GPUs and on 1 (issue 18 part 4): suite_scale.json.
 #   kb_agree     our verdicts against KernelBench's eval_kernel_against_ref on the honest kernels and
 #                three honest-but-wrong mutants: kb_agree.json.
@@ -40,6 +42,15 @@ export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 # Baselines, peaks and compiled kernels are cached in this store between calls.
 export SKILLBASE_HOME=${SKILLBASE_HOME:-$PWD/.gpu-home}
 status=0
+# A machine lent for one call starts bare: the state an earlier call shipped back ($OUT/gpu_state.tgz:
+# measured baselines, peaks, durations, the run directories' results), when carried in as
+# .carry/gpu_state.tgz, is unpacked first so suite parts resume instead of re-measuring.
+STATE_IN=${STATE_IN:-.carry/gpu_state.tgz}
+[ -f "$STATE_IN" ] && tar xzf "$STATE_IN" && echo "state restored from $STATE_IN"
+save_state() {
+  tar czf "$OUT/gpu_state.tgz" --exclude='*/triton' --exclude='*/inductor' --exclude='*/torch_extensions' \
+    --exclude='*/builds' $(ls -d .gpu-home/cache .gpu-runs 2>/dev/null)
+}
 
 for part in $PARTS; do
   case $part in
@@ -78,7 +89,8 @@ for part in $PARTS; do
           [ "${PIPESTATUS[0]}" = 0 ] || status=1
           cp "$RUNS/kb_level1/skillbase_report.md" "$OUT/suite_kb_report.md" 2>/dev/null
           # The whole run directory (candidates, results) in one file: `skillbase suite record` it where the store is.
-          tar czf "$OUT/suite_kb_run.tgz" -C "$RUNS" kb_level1 ;;
+          tar czf "$OUT/suite_kb_run.tgz" -C "$RUNS" kb_level1
+          save_state ;;
         kb_agree)
           $PY benchmarks/kb_agreement.py --kernelbench "$KB" --run-dir "$RUNS/kb_agree" --json "$OUT/kb_agree.json" 2>&1 | tail -25
           [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
@@ -87,6 +99,20 @@ for part in $PARTS; do
             ${KB_EVAL:+--with-kernelbench} 2>&1 | tail -10
           [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
       esac ;;
+    campaign)
+      # The KernelBench campaign (issue 16): every benchmarks/campaign/manifest_*.json merged into one
+      # manifest, evaluated here without recording (`skillbase suite record` stores the run where the
+      # store is); starts no candidate after SUITE_LIMIT s, so call again (with the state) to go on.
+      if [ -z "${KB:-}" ] || [ ! -d "$KB" ]; then echo "campaign needs KB=<a KernelBench checkout>" >&2; status=2; continue; fi
+      $PY benchmarks/campaign/merge.py benchmarks/campaign/manifest.json || { status=1; continue; }
+      mkdir -p .gpu-runs/campaign
+      $PY -m skillbase.suite run .gpu-runs/campaign --manifest benchmarks/campaign/manifest.json --kernelbench "$KB" \
+        --device cuda --no-record --time-limit "${SUITE_LIMIT:-420}" --json > "$OUT/campaign.json" 2> "$OUT/campaign.log"
+      [ $? = 0 ] || status=1
+      tail -5 "$OUT/campaign.log"
+      cp .gpu-runs/campaign/skillbase_report.md "$OUT/campaign_report.md" 2>/dev/null
+      tail -n 80 "$OUT/campaign_report.md" 2>/dev/null
+      save_state ;;
     suite_scale)
       $PY benchmarks/suite_bench.py scale --gpus "${GPUS:-2}" --json "$OUT/suite_scale.json" 2>&1 | tail -8
       [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;

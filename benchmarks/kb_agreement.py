@@ -49,6 +49,12 @@ class _Dummy:
     def __call__(self, *a, **k): return _Dummy()
     def __getattr__(self, name): return _Dummy()
 
+def _stub_attribute(attr):
+    # Dunder look-ups (inspect reads __file__ of every module) must fail as on a real module.
+    if attr.startswith("__"):
+        raise AttributeError(attr)
+    return _Dummy
+
 class Stubs(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Only what the real finders could not find: an empty module whose attributes are dummies."""
     def find_spec(self, name, path, target=None):
@@ -57,7 +63,7 @@ class Stubs(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def create_module(self, spec):
         m = types.ModuleType(spec.name)
         m.__path__ = []
-        m.__getattr__ = lambda attr: _Dummy
+        m.__getattr__ = _stub_attribute
         return m
     def exec_module(self, module): pass
 

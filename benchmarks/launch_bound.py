@@ -44,13 +44,16 @@ def tiny_task(workdir: Path, task: str, sizes: dict) -> Path:
     return path
 
 
-def event_overhead_us() -> float:
-    """Median of two CUDA events around nothing, µs."""
+def event_overhead_us(held: bool = True) -> float:
+    """Median of two CUDA events around nothing, µs: behind a 50 µs spin kernel (``held``, as the timer
+    records them for short calls: the GPU's own cost of the pair) or on an idle GPU (the host's gap)."""
     import torch
 
     xs = []
     for _ in range(200):
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        if held:
+            torch.cuda._sleep(100_000)
         s.record()
         e.record()
         torch.cuda.synchronize()
@@ -107,7 +110,8 @@ def main() -> None:
               f"ncu {row['ncu_us'] or float('nan'):7.2f} µs host/call {statistics.median(host) if host else 0:7.2f} µs",
               flush=True)
     stop.set()
-    result = {"busy_other_gpu": args.busy, "event_overhead_us": event_overhead_us(), "rows": rows}
+    result = {"busy_other_gpu": args.busy, "event_overhead_us": event_overhead_us(),
+              "event_overhead_idle_us": event_overhead_us(held=False), "rows": rows}
     name = "launch_bound_busy.json" if args.busy else "launch_bound.json"
     (args.out / name).write_text(json.dumps(result, indent=1))
     print(f"event pair overhead: {result['event_overhead_us']:.2f} µs; "

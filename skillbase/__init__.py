@@ -7,7 +7,12 @@ processes, which import ``skillbase.toolchain``, never load the memory layer
 (chromadb, sentence-transformers).
 """
 
+from pathlib import Path as _Path
+
+from skillbase import _source_tree
 from skillbase.version import __version__
+
+_source_tree.install(_Path(__file__).absolute().parent)
 
 __all__ = ["SkillBase", "Settings", "__version__"]
 

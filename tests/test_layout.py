@@ -122,3 +122,22 @@ def test_bare_names_are_not_importable(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["[]", "True"]
+
+
+def test_an_uninstalled_checkout_maps_the_namespace(tmp_path):
+    """``PYTHONPATH=<checkout>`` without installing (how GPU boxes run it): ``skillbase.seeds`` and the
+    other mapped folders resolve to the checkout's top-level folders, from any working directory,
+    ``python -m`` from the checkout's root included."""
+    root = Path(__file__).resolve().parents[1]
+    code = ("import sys\n"
+            "sys.path = [p for p in sys.path if 'site-packages' not in p]\n"  # no installed skillbase
+            "import importlib.util\n"
+            "from skillbase import seeds\n"
+            "print(seeds.TASKS_DIR.is_dir(), seeds.__name__)\n"
+            "print(all(importlib.util.find_spec(n) is not None for n in "
+            "('skillbase.memory.store', 'skillbase.retrievers', 'skillbase.mcp_server')))\n")
+    for cwd in (tmp_path, root):
+        out = subprocess.run([sys.executable, "-S", "-c", code], cwd=cwd, capture_output=True, text=True,
+                             timeout=60, env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"})
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.split() == ["True", "skillbase.seeds", "True"], out.stdout

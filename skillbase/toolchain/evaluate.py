@@ -93,6 +93,7 @@ class Evaluation:
     source: str = ""
     result: dict = field(default_factory=dict)
     busiest: tuple[int | None, float] = (None, 0.0)  # profiled call's busiest stream and its GPU ms
+    _profile_again: Callable[[], Any] | None = None  # profiles the same call once more
     started: float = field(default_factory=time.perf_counter)
 
     # ------------------------------------------------------------------ setup
@@ -471,6 +472,7 @@ class Evaluation:
             listed = ", ".join(names[:6]) or "none"
             self.book.failed("own_kernel_launched", f"the profile shows only library kernels: {listed}")
         self.busiest = prof.busiest_stream()
+        self._profile_again = lambda: profiling.profile_call(torch, lambda: new_model(*inputs), self.env.clock)
         if prof.escaped():
             self.book.failed("no_side_stream_escape",
                              f"GPU work spans {prof.span_ms:.3f} ms across streams {sorted(prof.streams)} but the "
@@ -543,10 +545,20 @@ class Evaluation:
         streams (the end event then lands after the side stream's work); this one does not.
         """
         stream, work_ms = self.busiest
+        # One profiled call can run slower than the timed median (a kernel at the DRAM limit varied by
+        # 19% on an H100): an honest call fits on a second or third try, escaped work never does.
+        tries = 1
+        while stream is not None and profiling.exceeds(work_ms, median_ms) and tries < 3:
+            with self.torch.no_grad():
+                again = self._profile_again().busiest_stream()
+            tries += 1
+            if again[0] is not None and again[1] < work_ms:
+                stream, work_ms = again
         if stream is not None and profiling.exceeds(work_ms, median_ms):
             self.book.failed("no_side_stream_escape",
-                             f"one call does {work_ms:.3f} ms of GPU work on stream {stream}, but the timed region "
-                             f"lasts {median_ms:.3f} ms (median): work escaped the timed region")
+                             f"one call does {work_ms:.3f} ms of GPU work on stream {stream} (least of {tries} "
+                             f"profiled calls), but the timed region lasts {median_ms:.3f} ms (median): work "
+                             "escaped the timed region")
 
     def warm_reference(self, tm: TaskModule) -> None:
         """Run the reference once before any candidate code, then accept torch's state as the baseline.
