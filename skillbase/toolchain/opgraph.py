@@ -155,11 +155,9 @@ class _Builder:
         return vid if vid is not None else self.value(t, "const")
 
     def record(self, func, args, kwargs, out) -> None:
-        import torch
-
         name = str(func.overloadpacket).replace("aten::", "aten.")
         base = func.overloadpacket.__name__
-        inplace = torch.Tag.inplace in func.tags or (base.endswith("_") and not base.endswith("__"))
+        inplace = _has_tag(func, "inplace") or (base.endswith("_") and not base.endswith("__"))
         if inplace and base.endswith("_") and not base.startswith("_"):
             base = base[:-1]
         flat_in = _tensors((args, tuple(kwargs.values())))
@@ -337,9 +335,12 @@ def _cost(op: Op, func, args, kwargs, ins: list, outs: list, builder: _Builder) 
 
 
 def _has_tag(func, tag: str) -> bool:
+    """Whether an ATen op carries ``tag``; a tag this torch does not define (``inplace`` is newer than 2.11)
+    is simply absent, and callers fall back on the op's name and schema."""
     import torch
 
-    return getattr(torch.Tag, tag) in func.tags
+    known = getattr(torch.Tag, tag, None)
+    return known is not None and known in func.tags
 
 
 def _is_tensor(x) -> bool:

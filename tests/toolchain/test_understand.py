@@ -332,3 +332,9 @@ def test_an_untraceable_reference_is_still_benchmarked(tmp_path, toolchain):
     source = (FIXTURES / "scale_triton.py").read_text()
     report = toolchain.benchmark(info, Candidate(source=source), "cpu", use_cache=False)
     assert report.verdict == "correct", report.message
+
+
+def test_a_tag_this_torch_lacks_reads_as_absent():
+    """torch 2.11 (the GPU machines') has no ``Tag.inplace``; every task traced as family 'other' there."""
+    assert opgraph._has_tag(torch.ops.aten.add_.Tensor, "a_tag_no_torch_defines") is False
+    assert opgraph._has_tag(torch.ops.aten.add.Tensor, "pointwise") is True
