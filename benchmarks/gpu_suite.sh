@@ -8,7 +8,8 @@
 #   OUT=/tmp/gpu bash benchmarks/gpu_suite.sh                 # everything
 #   PARTS="bench" TASKS="relu row_softmax" bash benchmarks/gpu_suite.sh
 #
-# PARTS: any of env tests bench launch diag tune campaign suite_kb suite_scale kb_agree kb_adv (default: env tests bench). launch: launch-bound timing. tune: the memory-bound sweep. DIAG: specs for diag. TASKS: built-in task names
+# PARTS: any of env tests bench launch cuda_build diag tune campaign suite_kb suite_scale kb_agree kb_adv (default: env tests bench).
+# launch: launch-bound timing. cuda_build: a CUDA C++ candidate cold, then in a second process (cuda_build.json). tune: the memory-bound sweep. DIAG: specs for diag. TASKS: built-in task names
 # (default: all). NCU: TASK/SOLUTION specs to compare with Nsight Compute.
 # Suite parts (issue 15; KB=path of a KernelBench checkout for the kb ones, RUNS=where run
 # directories live, default .gpu-runs; each part resumes where an earlier call stopped):
@@ -76,6 +77,9 @@ for part in $PARTS; do
       if [ "$($PY -c 'import torch; print(torch.cuda.device_count())')" -gt 1 ]; then
         $PY benchmarks/launch_bound.py --out "$OUT" --busy 2>&1 | tee -a "$OUT/launch_bound.log" | tail -8
       fi ;;
+    cuda_build)
+      $PY benchmarks/cuda_build.py --json "$OUT/cuda_build.json" 2>&1 | tail -6
+      [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
     diag)
       $PY benchmarks/timing_diag.py ${DIAG:-layernorm/naive relu/optimized} 2>&1 | tee "$OUT/diag.log" ;;
     suite_kb|kb_agree|kb_adv)
