@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -47,7 +48,7 @@ def run(home: Path, task: Path, source: Path, compile_first: bool) -> dict:
     t = time.perf_counter()
     out = subprocess.run([sys.executable, "-c", PROBE, str(home), str(task), str(source), "1" if compile_first else "0"],
                          capture_output=True, text=True, timeout=900, cwd=REPO,
-                         env={**__import__("os").environ, "PYTHONPATH": str(REPO)})
+                         env={**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])})
     if out.returncode != 0:
         return {"error": out.stderr[-2000:], "wall_s": time.perf_counter() - t}
     row = json.loads(out.stdout.strip().splitlines()[-1])

@@ -4,7 +4,7 @@
   NUM_SMS), so there is no tail wave of half-empty SMs and the loop over tiles
   and K-steps is one flat pipelined loop (flatten=True): the next tile's first
   loads overlap the current tile's last MMAs and its epilogue.
-- TMA: A, B and C are read and written through host-built tensor descriptors.
+- TMA: A, B and C are read and written through tensor descriptors built on the device.
   One thread issues a bulk copy of a whole tile into shared memory (already in
   the swizzled layout wgmma wants) instead of every thread computing
   addresses; out-of-bounds parts of edge tiles are zero-filled on load and
@@ -20,27 +20,19 @@ import torch
 import torch.nn as nn
 import triton
 import triton.language as tl
-from triton.tools.tensor_descriptor import TensorDescriptor
 
 
 def _keep_one_config_off_gpu(configs, named_args, **kwargs):
     """Off the GPU (the Triton interpreter) configs cannot be timed: keep the first."""
-    on_gpu = named_args["a_desc"].base.is_cuda
+    on_gpu = named_args["a_ptr"].is_cuda
     return configs if on_gpu else configs[:1]
 
-
-def _set_block_shapes(nargs):
-    """Descriptors are built once per call; each config sets its own tile shapes."""
-    BM, BN, BK = nargs["BLOCK_M"], nargs["BLOCK_N"], nargs["BLOCK_K"]
-    nargs["a_desc"].block_shape = [BM, BK]
-    nargs["b_desc"].block_shape = [BK, BN]
-    nargs["c_desc"].block_shape = [BM, BN // 2] if nargs["EPILOGUE_SUBTILE"] else [BM, BN]
 
 
 def _configs():
     return [
         triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8, "EPILOGUE_SUBTILE": sub},
-                      num_warps=w, num_stages=s, pre_hook=_set_block_shapes)
+                      num_warps=w, num_stages=s)
         for (bm, bn, bk, w, s, sub) in [
             (128, 256, 64, 8, 3, True),
             (128, 256, 64, 8, 4, True),
@@ -69,14 +61,22 @@ def _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
     prune_configs_by={"early_config_prune": _keep_one_config_off_gpu},
 )
 @triton.jit
-def matmul_kernel(a_desc, b_desc, c_desc, M, N, K,
+def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
                   EPILOGUE_SUBTILE: tl.constexpr, NUM_SMS: tl.constexpr):
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
     num_tiles = num_pid_m * num_pid_n
     k_tiles = tl.cdiv(K, BLOCK_K)
-    dtype = c_desc.dtype
+    # Descriptors built on the device with constexpr tile shapes: no autotuner pre_hook has to reshape
+    # host descriptors per config, so Triton caches the tuned config on disk like any other kernel.
+    a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[K, 1], block_shape=[BLOCK_M, BLOCK_K])
+    b_desc = tl.make_tensor_descriptor(b_ptr, shape=[K, N], strides=[N, 1], block_shape=[BLOCK_K, BLOCK_N])
+    if EPILOGUE_SUBTILE:
+        c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[N, 1], block_shape=[BLOCK_M, BLOCK_N // 2])
+    else:
+        c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[N, 1], block_shape=[BLOCK_M, BLOCK_N])
+    dtype = c_ptr.dtype.element_ty
 
     # The epilogue takes its tile coordinates from a counter of its own, so
     # the flattened pipeline never carries the loads' coordinates into the
@@ -107,6 +107,11 @@ def matmul_kernel(a_desc, b_desc, c_desc, M, N, K,
             c_desc.store([offs_m, offs_n], acc.to(dtype))
 
 
+def _use_scratch_on(device: torch.device) -> None:
+    # Device-built descriptors live in a small global scratch buffer that Triton asks for at launch.
+    triton.set_allocator(lambda size, alignment, stream: torch.empty(size, device=device, dtype=torch.int8))
+
+
 def _num_sms(device: torch.device) -> int:
     # Off the GPU a small count still runs several tiles per program.
     return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 4
@@ -124,11 +129,8 @@ class ModelNew(nn.Module):
             raise ValueError(f"TMA needs 16-byte aligned rows: K={K} and N={N} must be multiples of 8 for fp16")
         a, b = a.contiguous(), b.contiguous()
         c = torch.empty((M, N), device=a.device, dtype=a.dtype)
-        # Placeholder block shapes; the autotuner's pre_hook sets the real ones.
-        a_desc = TensorDescriptor.from_tensor(a, [1, 8])
-        b_desc = TensorDescriptor.from_tensor(b, [1, 8])
-        c_desc = TensorDescriptor.from_tensor(c, [1, 8])
+        _use_scratch_on(a.device)
         num_sms = _num_sms(a.device)
         grid = lambda meta: (min(num_sms, triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])),)
-        matmul_kernel[grid](a_desc, b_desc, c_desc, M, N, K, NUM_SMS=num_sms)
+        matmul_kernel[grid](a, b, c, M, N, K, NUM_SMS=num_sms)
         return c
