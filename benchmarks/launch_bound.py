@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import statistics
 import sys
@@ -94,12 +95,17 @@ def main() -> None:
             cand = tc.resolve_solution(task, str(REPO / "seeds" / "tasks" / task_name / f"{sol}.py"))
             reports = [tc.benchmark(task, cand, "cuda:0", use_cache=False) for _ in range(args.reps)]
             dev = [r.timing.median_ms * 1e3 for r in reports if r.timing]
+            # Each evaluation's own measure of the empty held event pair it took off (from its method).
+            empty = [float(m.group(1)) for r in reports if r.timing
+                     for m in [re.search(r"less the ([0-9.]+) µs", r.timing.method)] if m]
             host = [r.host_ms_per_call.get("candidate", 0) * 1e3 for r in reports]
             ncu = ncu_compare_paths(task, cand)
         row = {"task": path.stem, "solution": sol, "verdicts": sorted({r.verdict for r in reports}),
-               "device_us": dev, "host_us": host, "max_over_min": max(dev) / min(dev) if dev else None,
+               "device_us": dev, "empty_pair_us": empty,
+               "raw_us": [d + e for d, e in zip(dev, empty)] if len(empty) == len(dev) else None, "host_us": host, "max_over_min": max(dev) / min(dev) if dev else None,
                "first_after_cold_us": dev[0] if dev else None, "ncu_us": ncu.get("ncu_us"),
-               "ncu_command": ncu.get("command"), "method": reports[-1].timing.method if reports[-1].timing else None}
+               "ncu_command": ncu.get("command"), "ncu_kernels_per_call": ncu.get("kernels_per_call"),
+               "ncu_kernel_names": ncu.get("kernel_names"), "method": reports[-1].timing.method if reports[-1].timing else None}
         if row["ncu_us"] and dev:
             med = statistics.median(dev)
             row["vs_ncu_us"] = med - row["ncu_us"]

@@ -219,7 +219,9 @@ def ncu_compare_paths(task, cand, calls: int = 10) -> dict:
     per_launch = len(values) // 13 if values else 0
     if per_launch:
         sums = [sum(values[i * per_launch:(i + 1) * per_launch]) for i in range(13)][3:3 + calls]
-        entry.update(ncu_us=statistics.median(sums), kernels_per_call=per_launch)
+        entry.update(ncu_us=statistics.median(sums), kernels_per_call=per_launch,
+                     kernel_names=sorted({row.split('","')[4] for row in proc.stdout.splitlines()
+                                          if "gpu__time_duration.sum" in row and row.count('","') > 5}))
     else:
         entry["note"] = f"no gpu__time_duration rows parsed; ncu exit {proc.returncode}: {proc.stderr[-500:]}"
     return entry
