@@ -687,6 +687,9 @@ class Evaluation:
             except Exception as e:  # a baseline that cannot run is reported, not fatal
                 out["baseline_notes"][name] = f"{type(e).__name__}: {str(e)[:300]}"
         del flush, sets, ref_model
+        # torch.compile's caches keep the compiled reference (and the device memory its graphs hold)
+        # alive for the life of the worker; baselines are measured once per task, so drop them now.
+        torch._dynamo.reset()
         gc.collect()
         torch.cuda.empty_cache()
         # torch.compile imports and registers lazily and may keep helper threads: accept that state

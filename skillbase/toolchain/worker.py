@@ -206,6 +206,10 @@ def handle(env, kind: str, req: dict, channel: Channel) -> dict:
     raise ValueError(f"unknown op {op!r}")
 
 
+# A warm worker keeps its allocator's cached blocks, but no live tensors past this between candidates.
+HELD_MEMORY_RECYCLE_BYTES = 4 << 30
+
+
 def cleanup(env, environ: dict) -> list[str]:
     """Drop the candidate's traces; return reasons this worker must be recycled."""
     from skillbase.toolchain.evaluate import drop_candidate_modules
@@ -221,6 +225,11 @@ def cleanup(env, environ: dict) -> list[str]:
         gc.collect(1)
         if env.torch.cuda.memory_allocated() > (1 << 30):
             gc.collect()  # older garbage still holds device memory: a full collection is worth its time
+        held = env.torch.cuda.memory_allocated()
+        if held > HELD_MEMORY_RECYCLE_BYTES:
+            # Something outlived its candidate (a cache, a global): the next large task would run out of
+            # memory in this worker and be reported as a runtime error that is not its own.
+            reasons.append(f"{held / 2**30:.1f} GiB of device memory still allocated after the candidate")
         try:
             env.torch.cuda.synchronize()
         except Exception as e:  # a sticky CUDA error poisons the context for good
