@@ -28,12 +28,15 @@ def build_app(sb: Any):
 def standalone_app(sb: Any, *, host: str, port: int, token: str | None, allowed_hosts: list[str] = ()):
     """The UI under ``/ui`` (``/`` redirects there) behind the MCP transport's token, Host and
     Origin rules; ConfigError for a non-loopback ``host`` without a token."""
+    from starlette.applications import Starlette
     from starlette.responses import RedirectResponse
+    from starlette.routing import Route
 
     from skillbase.mcp_server.http import PathDispatch, guard_app
 
     # The same dispatch as under `serve --transport http`, so every URL is the same in both.
-    app = PathDispatch(RedirectResponse("/ui/"), "/ui", build_app(sb))
+    root = Starlette(routes=[Route("/", lambda request: RedirectResponse("/ui/"))])
+    app = PathDispatch(root, "/ui", build_app(sb))
     return guard_app(app, host=host, port=port, token=token, allowed_hosts=list(allowed_hosts))
 
 
