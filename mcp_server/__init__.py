@@ -46,6 +46,6 @@ def serve(transport: Literal["stdio", "http"] = "stdio", *, host: str = "127.0.0
             from skillbase.ui import build_app
 
             serve_http(server, host=host, port=port, token=settings.http_token, allowed_hosts=list(allowed_hosts),
-                       ui=build_app(sb))
+                       ui=build_app(sb, warm=True))
     finally:
         sb.close()

@@ -4,8 +4,9 @@ A ``LedgerView`` opens its own read-only SQLite connections (one per thread), so
 a page never waits on the Store's connection lock while a writer holds it (a
 benchmark being recorded, an ingest batch), and SQLite's WAL lets a reader see
 the last committed state while a write is in flight. Every list takes an offset
-and a limit: at 100k attempts nothing is read whole. Aggregates that scan every
-attempt (the facet lists) are cached until the ledger's change log moves.
+and a limit: at 100k attempts nothing is read whole on a page. The per-task
+aggregates of the tasks list are built by one scan of the attempts' light columns
+on first use and then follow the ledger, reading only attempts recorded since.
 
     view = LedgerView(settings.ledger_path)
     rows, total = view.task_rows(family="softmax", limit=50)
@@ -35,13 +36,13 @@ _ROOFLINE_COLUMNS = (
     ", json_extract(a.record, '$.bench_report.roofline.peak_gbps') AS peak_gbps"
     ", json_extract(a.record, '$.bench_report.roofline.peak_tflops') AS peak_tflops"
 )
-TASK_SORTS = {
-    "last": "last_activity DESC",
-    "name": "t.name ASC",
-    "attempts": "attempts DESC",
-    "eager": "best_vs_eager IS NULL, best_vs_eager DESC",
-    "compile": "best_vs_compile IS NULL, best_vs_compile DESC",
-    "sol": "best_pct_sol IS NULL, best_pct_sol DESC",
+TASK_SORTS = {  # sort name -> (row key, descending)
+    "last": ("last_activity", True),
+    "name": ("task", False),
+    "attempts": ("attempts", True),
+    "eager": ("best_vs_eager", True),
+    "compile": ("best_vs_compile", True),
+    "sol": ("best_pct_sol", True),
 }
 
 
@@ -51,9 +52,11 @@ class LedgerView:
     def __init__(self, path: Path):
         self.path = Path(path)
         self._local = threading.local()
-        self._cache: dict[str, tuple[int, Any]] = {}
         self._cache_lock = threading.Lock()
         self._opened: list[sqlite3.Connection] = []
+        self._stats: dict[str, dict[tuple[str | None, str | None], list]] = {}
+        self._stats_seq = 0
+        self._stats_lock = threading.Lock()
 
     def _conn(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
@@ -83,31 +86,14 @@ class LedgerView:
         """The ledger's last committed change: what a cached aggregate is valid for."""
         return self._conn().execute("SELECT COALESCE(MAX(seq), 0) FROM outbox").fetchone()[0]
 
-    def _cached(self, key: str, compute) -> Any:
-        seq = self.seq()
-        with self._cache_lock:
-            hit = self._cache.get(key)
-        if hit is not None and hit[0] == seq:
-            return hit[1]
-        value = compute()
-        with self._cache_lock:
-            self._cache[key] = (seq, value)
-        return value
-
     # -- tasks -----------------------------------------------------------------
 
     def facets(self) -> dict[str, list[str]]:
         """The families, hardware and suite runs present, for the tasks list's filters."""
-        def compute() -> dict[str, list[str]]:
-            fams = [r["family"] for r in self._rows("SELECT DISTINCT family FROM tasks ORDER BY family")]
-            hws = [r["hardware"] for r in self._rows(
-                "SELECT DISTINCT hardware FROM attempts WHERE hardware IS NOT NULL ORDER BY hardware")]
-            runs = [r["run"] for r in self._rows(
-                "SELECT DISTINCT json_extract(record, '$.run') AS run FROM attempts "
-                "WHERE json_extract(record, '$.run') IS NOT NULL ORDER BY run")]
-            return {"families": fams, "hardware": hws, "runs": runs}
-
-        return self._cached("facets", compute)
+        keys = {k for per_task in self._task_groups().values() for k in per_task}
+        fams = [r["family"] for r in self._rows("SELECT DISTINCT family FROM tasks ORDER BY family")]
+        return {"families": fams, "hardware": sorted({hw for hw, _ in keys if hw}),
+                "runs": sorted({run for _, run in keys if run})}
 
     def task_rows(self, *, family: str | None = None, hardware: str | None = None, run: str | None = None,
                   name: str | None = None, sort: str = "last", offset: int = 0,
@@ -115,36 +101,56 @@ class LedgerView:
         """One row per task: family, dtype, regime, attempts, best speedup vs eager and vs
         torch.compile and best % of speed of light over its correct attempts (on ``hardware``
         and in ``run`` when given), last activity. Returns (rows of the page, tasks matching)."""
-        joins, params = [], []
-        if hardware:
-            joins.append("a.hardware = ?")
-            params.append(hardware)
-        if run:
-            joins.append("json_extract(a.record, '$.run') = ?")
-            params.append(run)
-        on = " AND ".join(["a.task = t.name", *joins])
-        where, wparams = [], []
-        if family:
-            where.append("t.family = ?")
-            wparams.append(family)
-        if name:
-            where.append("t.name LIKE ?")
-            wparams.append(f"%{name}%")
-        having = " HAVING attempts > 0" if (hardware or run) else ""
-        base = (
-            "SELECT t.name AS task, t.family, t.dtype, t.regime, COUNT(a.id) AS attempts, "
-            "SUM(a.verdict = 'correct') AS correct, "
-            "MAX(CASE WHEN a.verdict = 'correct' THEN a.speedup_vs_eager END) AS best_vs_eager, "
-            "MAX(CASE WHEN a.verdict = 'correct' THEN a.speedup_vs_compile END) AS best_vs_compile, "
-            "MAX(CASE WHEN a.verdict = 'correct' THEN a.pct_sol END) AS best_pct_sol, "
-            "COALESCE(MAX(a.created_at), t.updated_at) AS last_activity "
-            f"FROM tasks t LEFT JOIN attempts a ON {on}"
-            + (f" WHERE {' AND '.join(where)}" if where else "") + f" GROUP BY t.name{having}"
-        )
-        order = TASK_SORTS.get(sort, TASK_SORTS["last"])
-        # One aggregate pass; tasks are few next to attempts, so the page is cut here.
-        rows = self._rows(f"{base} ORDER BY {order}, t.name", [*params, *wparams])
+        groups = self._task_groups()
+        tasks = self._rows("SELECT name, family, dtype, regime, updated_at FROM tasks"
+                           + (" WHERE family = ?" if family else ""), (family,) if family else ())
+        rows = []
+        for t in tasks:
+            if name and name.lower() not in t["name"].lower():
+                continue
+            row = {"task": t["name"], "family": t["family"], "dtype": t["dtype"], "regime": t["regime"],
+                   "attempts": 0, "correct": 0, "best_vs_eager": None, "best_vs_compile": None,
+                   "best_pct_sol": None, "last_activity": None}
+            for (hw, rn), g in groups.get(t["name"], {}).items():
+                if (hardware and hw != hardware) or (run and rn != run):
+                    continue
+                row["attempts"] += g[0]
+                row["correct"] += g[1]
+                for i, key in ((2, "best_vs_eager"), (3, "best_vs_compile"), (4, "best_pct_sol"), (5, "last_activity")):
+                    if g[i] is not None and (row[key] is None or g[i] > row[key]):
+                        row[key] = g[i]
+            if (hardware or run) and not row["attempts"]:
+                continue
+            row["last_activity"] = row["last_activity"] or t["updated_at"]
+            rows.append(row)
+        rows.sort(key=lambda r: r["task"])
+        key, reverse = TASK_SORTS.get(sort, TASK_SORTS["last"])
+        rows.sort(key=lambda r: (r[key] is not None, r[key] if r[key] is not None else 0), reverse=reverse)
         return rows[offset:offset + limit], len(rows)
+
+    def _task_groups(self) -> dict[str, dict[tuple[str | None, str | None], list]]:
+        """Per task, per (hardware, run): [attempts, correct, best vs eager, best vs torch.compile,
+        best % of SOL, last created_at]. Built by one scan, then kept up to date by reading only
+        the attempts recorded since (attempts are append-only; ``seq`` grows), so a page costs
+        the new rows, not 100k."""
+        with self._stats_lock:
+            rows = self._rows(
+                "SELECT seq, task, hardware, json_extract(record, '$.run') AS run, verdict, speedup_vs_eager, "
+                "speedup_vs_compile, pct_sol, created_at FROM attempts WHERE seq > ? ORDER BY seq",
+                (self._stats_seq,))
+            for r in rows:
+                g = self._stats.setdefault(r["task"], {}).setdefault((r["hardware"], r["run"]),
+                                                                      [0, 0, None, None, None, None])
+                g[0] += 1
+                if r["verdict"] == "correct":
+                    g[1] += 1
+                    for i, v in ((2, r["speedup_vs_eager"]), (3, r["speedup_vs_compile"]), (4, r["pct_sol"])):
+                        if v is not None and (g[i] is None or v > g[i]):
+                            g[i] = v
+                if g[5] is None or r["created_at"] > g[5]:
+                    g[5] = r["created_at"]
+                self._stats_seq = r["seq"]
+            return self._stats
 
     def task_row(self, name: str) -> dict[str, Any]:
         """A task's stored description (family, dtype, regime, the TaskInfo when recorded)."""

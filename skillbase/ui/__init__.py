@@ -18,14 +18,16 @@ from typing import Any
 __all__ = ["build_app", "standalone_app", "serve_ui"]
 
 
-def build_app(sb: Any):
-    """The UI's ASGI app over a SkillBase (no access control of its own; see ``standalone_app``)."""
+def build_app(sb: Any, *, warm: bool = False):
+    """The UI's ASGI app over a SkillBase (no access control of its own; see ``standalone_app``);
+    ``warm`` prepares the tasks list's aggregates in the background now."""
     from skillbase.ui.app import build_app as build
 
-    return build(sb)
+    return build(sb, warm=warm)
 
 
-def standalone_app(sb: Any, *, host: str, port: int, token: str | None, allowed_hosts: list[str] = ()):
+def standalone_app(sb: Any, *, host: str, port: int, token: str | None, allowed_hosts: list[str] = (),
+                   warm: bool = False):
     """The UI under ``/ui`` (``/`` redirects there) behind the MCP transport's token, Host and
     Origin rules; ConfigError for a non-loopback ``host`` without a token."""
     from starlette.applications import Starlette
@@ -36,7 +38,7 @@ def standalone_app(sb: Any, *, host: str, port: int, token: str | None, allowed_
 
     # The same dispatch as under `serve --transport http`, so every URL is the same in both.
     root = Starlette(routes=[Route("/", lambda request: RedirectResponse("/ui/"))])
-    app = PathDispatch(root, "/ui", build_app(sb))
+    app = PathDispatch(root, "/ui", build_app(sb, warm=warm))
     return guard_app(app, host=host, port=port, token=token, allowed_hosts=list(allowed_hosts))
 
 
@@ -45,5 +47,5 @@ def serve_ui(sb: Any, *, host: str = "127.0.0.1", port: int = 8766, token: str |
     """Serve the UI until interrupted (blocking)."""
     import uvicorn
 
-    app = standalone_app(sb, host=host, port=port, token=token, allowed_hosts=list(allowed_hosts))
+    app = standalone_app(sb, host=host, port=port, token=token, allowed_hosts=list(allowed_hosts), warm=True)
     uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level=log_level)).run()

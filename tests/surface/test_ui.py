@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 import time
 
+import plotly.graph_objects as go
 import pytest
 from starlette.testclient import TestClient
 
@@ -100,6 +101,11 @@ def test_a_task_page_draws_its_lineage_speedups_and_roofline(client, ui_sb):
     roof = plots.roofline(data["lineage"], url)
     timed = [a for a in history if a.median_ms]
     assert sum(len(t["x"]) for t in roof["data"] if t.get("mode") == "markers") == len(timed)
+    speed = plots.speedup_over_attempts(data["lineage"], url)
+    best = next(t for t in speed["data"] if t["name"] == "best so far")
+    assert best["y"][-1] == pytest.approx(max(a.speedup_vs_eager for a in timed if a.verdict == "correct"))
+    for figure in (fig, roof, speed):  # plotly's own schema validation: a misspelt property raises
+        go.Figure(figure)
     html = client.get("/ui/tasks/row_softmax").text
     for part in ('data-figure="plot-lineage"', 'data-figure="plot-speedup"', 'data-figure="plot-roofline"',
                  "/ui/assets/plotly.min.js", child.id):
