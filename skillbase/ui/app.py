@@ -199,8 +199,9 @@ class UI:
 def _warm(sb: SkillBase) -> None:
     try:
         sb.views.facets()
+        sb.warm_up()  # the model and indexes the search page's recall needs
     except Exception as e:  # a store that cannot be read shows its error on the first page instead
-        log.warning("could not prepare the tasks list: %s", e)
+        log.warning("could not prepare the UI's reads: %s", e)
 
 
 def _query(request: Request, **changes: Any) -> str:
@@ -219,8 +220,8 @@ def build_app(sb: SkillBase, *, warm: bool = False) -> Starlette:
     """The curation UI over ``sb``, to be mounted (``/ui`` by ``skillbase serve --transport http``
     and ``skillbase ui``). It adds no access control of its own: mount it behind
     ``skillbase.mcp_server.http.guard_app`` or the MCP app's checks. With ``warm``, the tasks
-    list's aggregates are built now in the background (one scan of the attempts, seconds at
-    100k) instead of on the first request."""
+    list's aggregates (one scan of the attempts, seconds at 100k) and the retriever are
+    prepared now in the background instead of on the first request."""
     ui = UI(sb)
     if warm:
         threading.Thread(target=_warm, args=(sb,), name="skillbase-ui-warm", daemon=True).start()

@@ -187,5 +187,8 @@ def search(sb: SkillBase, params: dict[str, str]) -> dict[str, Any]:
             k = int(params.get("k") or 10)
         except ValueError:
             raise InvalidInput(f"k must be a whole number, got {params.get('k')!r}") from None
-        data["result"] = _dump(sb.recall(q or None, task=task_name or None, k=max(1, min(k, 50))))
+        result = sb.recall(q or None, task=task_name or None, k=max(1, min(k, 50)))
+        data["result"] = _dump(result)
+        data["linked_attempts"] = sorted(sb.views.known_attempts(
+            [e.attempt_id for i in result.items for e in i.evidence if e.attempt_id]))
     return data
