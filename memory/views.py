@@ -82,10 +82,6 @@ class LedgerView:
             conn.close()
         self._local = threading.local()
 
-    def seq(self) -> int:
-        """The ledger's last committed change: what a cached aggregate is valid for."""
-        return self._conn().execute("SELECT COALESCE(MAX(seq), 0) FROM outbox").fetchone()[0]
-
     # -- tasks -----------------------------------------------------------------
 
     def facets(self) -> dict[str, list[str]]:
@@ -175,6 +171,12 @@ class LedgerView:
         total = self._rows("SELECT COUNT(*) AS n FROM attempts WHERE task = ?", (task,))[0]["n"]
         self._add_techniques(rows, "attempt_techniques", "attempt_id")
         return rows, total
+
+    def best_attempt_row(self, *, task: str) -> dict[str, Any] | None:
+        """The correct attempt of a task with the highest speedup vs eager (any GPU), or None."""
+        rows = self._rows(f"SELECT {_ATTEMPT_COLUMNS} FROM attempts a WHERE a.task = ? AND a.verdict = 'correct' "
+                          "AND a.speedup_vs_eager IS NOT NULL ORDER BY a.speedup_vs_eager DESC LIMIT 1", (task,))
+        return rows[0] if rows else None
 
     def newest_attempt_rows(self, *, task: str, limit: int, roofline: bool = True) -> list[dict[str, Any]]:
         """The newest ``limit`` attempts of a task, oldest first (what the lineage and plots draw)."""

@@ -66,8 +66,7 @@ def task(sb: SkillBase, name: str, params: dict[str, str]) -> dict[str, Any]:
     drawn = view.newest_attempt_rows(task=name, limit=LINEAGE_MAX)
     lessons, lpage = paginate(lambda offset, limit: view.experience_rows(task=name, offset=offset, limit=limit),
                               params.get("lessons_page"), LESSONS_PER_PAGE)
-    correct = [r for r in drawn if r["verdict"] == "correct" and r.get("speedup_vs_eager")]
-    best = max(correct, key=lambda r: r["speedup_vs_eager"], default=None)
+    best = view.best_attempt_row(task=name)
     return {"task": record, "attempts": attempts, "page": page, "lineage": drawn,
             "lineage_note": (f"the newest {len(drawn)} of {total} attempts" if total > len(drawn) else
                              f"all {total} attempts"),

@@ -98,7 +98,7 @@ def test_every_page_renders_without_console_errors(page, ui_url, ui_sb, shots):
             for plot in ("plot-lineage", "plot-speedup", "plot-roofline"):
                 page.wait_for_selector(f"#{plot} .main-svg", timeout=20_000)
             assert page.locator("#plot-lineage .scatterlayer .point").count() == len(ui_sb.attempt_history("row_softmax"))
-        page.screenshot(path=str(shots / f"{name}.png"), full_page=True)
+        page.screenshot(path=str(shots / f"{name}.jpg"), full_page=True, type="jpeg", quality=70)
         assert page.problems == [], (name, page.problems)
 
 
