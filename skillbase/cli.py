@@ -208,7 +208,7 @@ def serve(ctx: typer.Context,
     try:
         settings = Settings.from_env(**({"home": ctx.obj.home.expanduser()} if ctx.obj.home else {}))
         if transport == "http":
-            err.print(f"serving MCP on http://{host}:{port}/mcp"
+            err.print(f"serving MCP on http://{host}:{port}/mcp and the curation UI on http://{host}:{port}/ui/"
                       + (" (bearer token required)" if settings.http_token else ""))
         serve_mcp(transport, host=host, port=port, allowed_hosts=allow_host or [], workspace=root,
                   settings=settings)

@@ -36,6 +36,10 @@ def test_task_rows_aggregate_and_follow_new_attempts(ledger):
     assert rows[1]["attempts"] == 4 and rows[1]["best_vs_eager"] == pytest.approx(4.0)
     assert [r["task"] for r in view.task_rows(family="matmul")[0]] == ["matmul"]
     assert view.task_rows(hardware="nope")[0] == [] and view.task_rows(run="nope")[0] == []
+    ledger.record_attempts([attempt(5, ms=0.2).model_copy(update={"run": "kb-run-1"})])
+    (in_run,), _ = view.task_rows(run="kb-run-1")
+    assert (in_run["task"], in_run["attempts"], in_run["best_vs_eager"]) == ("row_softmax", 1, pytest.approx(5.0))
+    assert view.facets()["runs"] == ["kb-run-1"]
     assert view.facets()["hardware"] == [root.hardware]
     view.close()
 
