@@ -28,7 +28,8 @@ def serve(transport: Literal["stdio", "http"] = "stdio", *, host: str = "127.0.0
 
     One SkillBase per process, closed on the way out. Over HTTP the token is
     ``settings.http_token`` (SKILLBASE_TOKEN); a non-loopback ``host`` without one is
-    refused before anything starts.
+    refused before anything starts. Over HTTP the curation UI (``skillbase.ui``) is served
+    under ``/ui`` behind the same token and Host / Origin rules.
     """
     from skillbase.mcp_server.http import serve_http
     from skillbase.mcp_server.server import build_server as build
@@ -42,6 +43,9 @@ def serve(transport: Literal["stdio", "http"] = "stdio", *, host: str = "127.0.0
         if transport == "stdio":
             server.run("stdio")
         else:
-            serve_http(server, host=host, port=port, token=settings.http_token, allowed_hosts=list(allowed_hosts))
+            from skillbase.ui import build_app
+
+            serve_http(server, host=host, port=port, token=settings.http_token, allowed_hosts=list(allowed_hosts),
+                       ui=build_app(sb, warm=True))
     finally:
         sb.close()

@@ -53,6 +53,7 @@ class SkillBase:
         self._toolchain = None
         self._store = None
         self._retriever = None
+        self._views = None
         # Servers call the API from several threads at once; each part must be built once.
         self._parts_lock = threading.RLock()
 
@@ -88,6 +89,18 @@ class SkillBase:
                 self._retriever = Retriever(self.memory, self.settings)
             return self._retriever
 
+    @property
+    def views(self):
+        """Read-only, paginated views of the ledger for pages (the curation UI): their own SQLite
+        connections, so a read never waits on a write in flight (``skillbase.memory.views``)."""
+        with self._parts_lock:
+            if self._views is None:
+                from skillbase.memory.views import LedgerView
+
+                self.memory  # creates and migrates the ledger the views read
+                self._views = LedgerView(self.settings.ledger_path)
+            return self._views
+
     def warm_up(self) -> None:
         """Open the store and the retriever now (model weights, indexes, graph) by running one
         small recall, so that a server's first real call answers as fast as the rest."""
@@ -99,7 +112,9 @@ class SkillBase:
             for part in (self._retriever, self._toolchain, self._store):
                 if part is not None:
                     part.close()
-            self._toolchain = self._store = self._retriever = None
+            if self._views is not None:
+                self._views.close()
+            self._toolchain = self._store = self._retriever = self._views = None
 
     def __enter__(self) -> "SkillBase":
         return self

@@ -208,10 +208,28 @@ def serve(ctx: typer.Context,
     try:
         settings = Settings.from_env(**({"home": ctx.obj.home.expanduser()} if ctx.obj.home else {}))
         if transport == "http":
-            err.print(f"serving MCP on http://{host}:{port}/mcp"
+            err.print(f"serving MCP on http://{host}:{port}/mcp and the curation UI on http://{host}:{port}/ui/"
                       + (" (bearer token required)" if settings.http_token else ""))
         serve_mcp(transport, host=host, port=port, allowed_hosts=allow_host or [], workspace=root,
                   settings=settings)
+    except SkillbaseError as e:
+        _fail(e)
+
+
+@app.command()
+def ui(ctx: typer.Context,
+       host: Annotated[str, typer.Option(help="Address to bind; non-loopback needs SKILLBASE_TOKEN.")] = "127.0.0.1",
+       port: Annotated[int, typer.Option(help="Port.")] = 8766,
+       allow_host: Annotated[Optional[list[str]], typer.Option(
+           "--allow-host", help="Extra Host/Origin name browsers use to reach this server.")] = None) -> None:
+    """Serve the curation web UI at http://HOST:PORT/ui/ (the same rules as `serve --transport http`)."""
+    from skillbase.ui import serve_ui
+
+    try:
+        sb = _sb(ctx)
+        token = sb.settings.http_token
+        err.print(f"serving the curation UI on http://{host}:{port}/ui/" + (" (bearer token required)" if token else ""))
+        serve_ui(sb, host=host, port=port, token=token, allowed_hosts=allow_host or [])
     except SkillbaseError as e:
         _fail(e)
 

@@ -93,6 +93,7 @@ def test_no_import_cycles(graph):
     ("skillbase.retrievers", "skillbase.api"), ("skillbase.api", "skillbase.agent"),
     ("skillbase.api", "skillbase.cli"), ("skillbase.api", "skillbase.mcp_server"),
     ("skillbase.cli", "skillbase.agent"), ("skillbase.models", "skillbase.toolchain"),
+    ("skillbase.api", "skillbase.ui"), ("skillbase.memory", "skillbase.ui"), ("skillbase.ui", "skillbase.agent"),
 ])
 def test_arrows_point_down(graph, low, high):
     """Nothing in ``low`` reaches anything in ``high`` through any chain of imports."""

@@ -218,3 +218,9 @@ def test_the_wheel_installs_one_package_and_works_outside_the_checkout(installed
     assert MARKER in served["get_skill"]["skill"]["body"]
     assert served["attempt_history"]["attempts"][-1]["id"] == served["bench"]["attempt_id"]  # after the seeded ones
     assert str(ROOT) not in json.dumps(served)
+
+
+def test_the_wheel_carries_the_web_uis_templates_and_static_files(installed):
+    ui = installed["target"] / "skillbase" / "ui"
+    for name in ("templates/base.html", "templates/task.html", "static/ui.js", "static/ui.css"):
+        assert (ui / name).is_file(), name

@@ -1,0 +1,242 @@
+"""The curation UI as a Starlette app: server-rendered Jinja pages over ``skillbase.ui.pages``,
+each also served as JSON (``?format=json``, or ``Accept: application/json``) by the same
+handler. Pages work without JavaScript; the figures are drawn by plotly.js, served from the
+installed plotly package. Curation actions are plain HTML forms (POST, then a redirect) that
+call the same SkillBase operations as ``skillbase skills approve|deprecate|rollback|merge``,
+and each requires a reason.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import logging
+import threading
+from pathlib import Path
+from typing import Any, Callable
+from urllib.parse import urlencode
+
+import plotly
+from markdown_it import MarkdownIt
+from markupsafe import Markup
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.templating import Jinja2Templates
+
+from skillbase.api import SkillBase
+from skillbase.errors import InvalidInput, NotFound, SkillbaseError
+from skillbase.ui import pages
+
+log = logging.getLogger("skillbase.ui")
+
+HERE = Path(__file__).parent
+PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+STATUS = {InvalidInput: 400, NotFound: 404}
+# Scripts only from this app (the inline JSON blocks holding figures are data, not scripts);
+# plotly.js sets inline styles on what it draws.
+CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+       "form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+
+_markdown = MarkdownIt("commonmark", {"html": False}).enable("table")
+
+
+def _curator(form: dict[str, str]) -> str:
+    name = (form.get("curator") or "").strip()
+    if name:
+        return name
+    try:
+        return f"{getpass.getuser()} (web UI)"
+    except Exception:  # no user database entry (containers)
+        return "curator (web UI)"
+
+
+def _reason(form: dict[str, str]) -> str:
+    reason = (form.get("reason") or "").strip()
+    if not reason:
+        raise InvalidInput("a curation action needs a reason", hint="say why in the reason field")
+    return reason
+
+
+def wants_json(request: Request) -> bool:
+    """JSON when asked for by ``?format=json`` or an Accept header that prefers it to HTML."""
+    if request.query_params.get("format") == "json":
+        return True
+    accept = request.headers.get("accept", "")
+    return "application/json" in accept and "text/html" not in accept
+
+
+class UI:
+    """The pages and actions over one SkillBase."""
+
+    def __init__(self, sb: SkillBase):
+        self.sb = sb
+        self.templates = Jinja2Templates(directory=str(HERE / "templates"))
+        env = self.templates.env
+        env.filters["markdown"] = lambda text: Markup(_markdown.render(text or ""))
+        env.filters["x"] = lambda v: "—" if v is None else f"{v:.2f}x"
+        env.filters["pct"] = lambda v: "—" if v is None else f"{v:.0f}%"
+        env.filters["ms"] = lambda v: "—" if v is None else (f"{v:.4f} ms" if v < 0.1 else f"{v:.3f} ms")
+        env.filters["when"] = lambda v: (v or "")[:19].replace("T", " ")
+        env.filters["tojson_figure"] = lambda fig: Markup(json.dumps(fig, separators=(",", ":")).replace(
+            "</", "<\\/"))
+        env.globals["query"] = _query
+
+    # -- plumbing -------------------------------------------------------------
+
+    def render(self, request: Request, template: str, data: dict[str, Any],
+               extra: Callable[[], dict[str, Any]] | None = None, status: int = 200) -> Response:
+        """The page's data as JSON, or rendered with ``template`` (plus ``extra()``: figures)."""
+        if wants_json(request):
+            return JSONResponse(data, status_code=status)
+        context = {**data, **(extra() if extra else {}), "json_url": _query(request, format="json")}
+        response = self.templates.TemplateResponse(request, template, context, status_code=status)
+        response.headers["content-security-policy"] = CSP
+        return response
+
+    def error(self, request: Request, e: SkillbaseError) -> Response:
+        status = next((code for cls, code in STATUS.items() if isinstance(e, cls)), 500)
+        return self.render(request, "error.html", e.to_dict(), status=status)
+
+    def handle(self, fn: Callable[[Request], Response]) -> Callable[[Request], Response]:
+        def endpoint(request: Request) -> Response:
+            try:
+                return fn(request)
+            except SkillbaseError as e:
+                return self.error(request, e)
+        endpoint.__name__ = fn.__name__
+        return endpoint
+
+    # -- pages ----------------------------------------------------------------
+
+    def tasks(self, request: Request) -> Response:
+        return self.render(request, "tasks.html", pages.tasks(self.sb, dict(request.query_params)))
+
+    def task(self, request: Request) -> Response:
+        name = request.path_params["name"]
+        data = pages.task(self.sb, name, dict(request.query_params))
+        url = str(request.url_for("attempt", attempt_id="ATTEMPT")).replace("ATTEMPT", "{id}")
+        return self.render(request, "task.html", data, lambda: {"figures": pages.task_figures(data, url)})
+
+    def attempt(self, request: Request) -> Response:
+        return self.render(request, "attempt.html", pages.attempt(self.sb, request.path_params["attempt_id"]))
+
+    def skills(self, request: Request) -> Response:
+        return self.render(request, "skills.html", pages.skills(self.sb, dict(request.query_params)))
+
+    def skill(self, request: Request) -> Response:
+        data = pages.skill(self.sb, request.path_params["name"])
+        data["done"] = request.query_params.get("done")
+        return self.render(request, "skill.html", data)
+
+    def review(self, request: Request) -> Response:
+        data = pages.review(self.sb)
+        data["done"] = request.query_params.get("done")
+        return self.render(request, "review.html", data)
+
+    def search(self, request: Request) -> Response:
+        return self.render(request, "search.html", pages.search(self.sb, dict(request.query_params)))
+
+    # -- actions --------------------------------------------------------------
+
+    async def act(self, request: Request) -> Response:
+        """POST /skills/{name}/{action}: approve, deprecate, reject, rollback or merge, with a reason;
+        then a redirect to the skill page (or the review queue, when it came from there)."""
+        import anyio.to_thread
+
+        name, action = request.path_params["name"], request.path_params["action"]
+        form = {k: str(v) for k, v in (await request.form()).items()}
+        try:
+            done = await anyio.to_thread.run_sync(self._act, name, action, form)
+        except SkillbaseError as e:
+            return self.error(request, e)
+        if wants_json(request):
+            return JSONResponse(done)
+        back = "review" if form.get("back") == "review" else "skill"
+        target = request.url_for("review") if back == "review" else request.url_for("skill", name=done["skill"])
+        return RedirectResponse(f"{target}?{urlencode({'done': done['message']})}", status_code=303)
+
+    def _act(self, name: str, action: str, form: dict[str, str]) -> dict[str, Any]:
+        sb, curator = self.sb, _curator(form)
+        if action == "approve":
+            s = sb.approve_skill(name, curator=curator, reason=_reason(form))
+            return {"skill": s.name, "version": s.version, "message": f"approved {s.name} (version {s.version})"}
+        if action in ("deprecate", "reject"):
+            reason = _reason(form)
+            s = sb.deprecate_skill(name, author=curator, reason=f"rejected: {reason}" if action == "reject" else reason,
+                                   superseded_by=(form.get("superseded_by") or "").strip() or None)
+            verb = "rejected" if action == "reject" else "deprecated"
+            return {"skill": s.name, "version": s.version, "message": f"{verb} {s.name} (version {s.version})"}
+        if action == "rollback":
+            try:
+                version = int(form.get("version") or "")
+            except ValueError:
+                raise InvalidInput("rollback needs the version to return to", hint="pick a version") from None
+            s = sb.rollback_skill(name, version, author=curator, reason=_reason(form))
+            return {"skill": s.name, "version": s.version,
+                    "message": f"rolled {s.name} back to version {version} (now version {s.version})"}
+        if action == "merge":
+            other = (form.get("other") or "").strip()
+            into = (form.get("into") or "").strip() or name
+            if not other:
+                raise InvalidInput("merge needs the other skill", hint="pick the skill to merge with")
+            r = sb.merge_skills(name, other, into=into, author=curator, reason=_reason(form))
+            return {"skill": r.merged.name, "version": r.merged.version,
+                    "message": f"merged {name} and {other} into {r.merged.name}"}
+        raise NotFound(f"no action {action!r}", hint="approve, deprecate, reject, rollback or merge")
+
+    # -- assets ---------------------------------------------------------------
+
+    def plotly_js(self, request: Request) -> Response:
+        if not PLOTLY_JS.is_file():
+            return Response("plotly.min.js is not in the installed plotly package", status_code=404)
+        return FileResponse(PLOTLY_JS, media_type="text/javascript",
+                            headers={"cache-control": "public, max-age=86400"})
+
+
+def _warm(sb: SkillBase) -> None:
+    try:
+        sb.views.facets()
+        sb.warm_up()  # the model and indexes the search page's recall needs
+    except Exception as e:  # a store that cannot be read shows its error on the first page instead
+        log.warning("could not prepare the UI's reads: %s", e)
+
+
+def _query(request: Request, **changes: Any) -> str:
+    """This page's URL with query parameters changed (None removes one)."""
+    params = dict(request.query_params)
+    for k, v in changes.items():
+        if v is None:
+            params.pop(k, None)
+        else:
+            params[k] = str(v)
+    path = request.url.path
+    return f"{path}?{urlencode(params)}" if params else path
+
+
+def build_app(sb: SkillBase, *, warm: bool = False) -> Starlette:
+    """The curation UI over ``sb``, to be mounted (``/ui`` by ``skillbase serve --transport http``
+    and ``skillbase ui``). It adds no access control of its own: mount it behind
+    ``skillbase.mcp_server.http.guard_app`` or the MCP app's checks. With ``warm``, the tasks
+    list's aggregates (one scan of the attempts, seconds at 100k) and the retriever are
+    prepared now in the background instead of on the first request."""
+    ui = UI(sb)
+    if warm:
+        threading.Thread(target=_warm, args=(sb,), name="skillbase-ui-warm", daemon=True).start()
+    h = ui.handle
+    routes = [
+        Route("/", h(ui.tasks), name="home"),
+        Route("/tasks", h(ui.tasks), name="tasks"),
+        Route("/tasks/{name:path}", h(ui.task), name="task"),
+        Route("/attempts/{attempt_id}", h(ui.attempt), name="attempt"),
+        Route("/skills", h(ui.skills), name="skills"),
+        Route("/skills/{name}", h(ui.skill), name="skill"),
+        Route("/skills/{name}/{action}", ui.act, methods=["POST"], name="act"),
+        Route("/review", h(ui.review), name="review"),
+        Route("/search", h(ui.search), name="search"),
+        Route("/assets/plotly.min.js", ui.plotly_js, name="plotly"),
+        Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
+    ]
+    return Starlette(routes=routes)

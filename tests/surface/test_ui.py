@@ -1,0 +1,190 @@
+"""The curation UI over a real seeded store, through a real HTTP client: every page as HTML
+and as JSON from the same handler, the figures' contents, pagination, curation actions
+through the same operations as the CLI, and reads that do not wait for a writer."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import plotly.graph_objects as go
+import pytest
+from starlette.testclient import TestClient
+
+from skillbase.ui import plots, standalone_app
+from skillbase.ui.pages import paginate
+
+BASE = "http://127.0.0.1:8766"
+
+
+@pytest.fixture(scope="module")
+def client(ui_sb):
+    app = standalone_app(ui_sb, host="127.0.0.1", port=8766, token=None)
+    with TestClient(app, base_url=BASE) as c:
+        yield c
+
+
+def _first_child(ui_sb, task: str):
+    return next(a for a in ui_sb.attempt_history(task) if a.parent_id)
+
+
+def test_every_page_renders_as_html_and_as_the_same_data_in_json(client, ui_sb):
+    child = _first_child(ui_sb, "row_softmax")
+    urls = ["/ui/", "/ui/tasks", "/ui/tasks?family=softmax&sort=eager", "/ui/tasks/row_softmax",
+            f"/ui/attempts/{child.id}", "/ui/skills", "/ui/skills?status=draft", "/ui/skills/online-softmax-one-pass",
+            "/ui/review", "/ui/search", "/ui/search?q=rows+too+wide+for+registers", "/ui/search?task=row_softmax"]
+    for url in urls:
+        html = client.get(url)
+        assert html.status_code == 200, (url, html.text[:500])
+        assert html.headers["content-type"].startswith("text/html")
+        assert "script-src 'self'" in html.headers["content-security-policy"]
+        as_json = client.get(url, headers={"accept": "application/json"})
+        same = client.get(url + ("&" if "?" in url else "?") + "format=json")
+        assert as_json.status_code == same.status_code == 200, url
+        assert as_json.headers["content-type"] == "application/json"
+        if "search?" not in url:  # recall latency differs between calls
+            assert as_json.json() == same.json(), url
+    assert client.get("/", follow_redirects=False).headers["location"] == "/ui/"
+
+
+def test_the_tasks_list_shows_each_tasks_best_figures_and_filters(client, ui_sb):
+    data = client.get("/ui/tasks?format=json").json()
+    rows = {r["task"]: r for r in data["tasks"]}
+    assert len(rows) == data["page"]["total"] == 15
+    history = ui_sb.attempt_history("row_softmax")
+    correct = [a for a in history if a.verdict == "correct"]
+    r = rows["row_softmax"]
+    assert r["attempts"] == len(history) and r["correct"] == len(correct)
+    assert r["best_vs_eager"] == pytest.approx(max(a.speedup_vs_eager for a in correct))
+    assert r["best_vs_compile"] == pytest.approx(max(a.speedup_vs_compile for a in correct))
+    assert r["best_pct_sol"] == pytest.approx(max(a.pct_sol for a in correct))
+    assert "softmax" in data["facets"]["families"] and data["facets"]["hardware"]
+    soft = client.get("/ui/tasks?family=softmax&format=json").json()["tasks"]
+    assert soft and {t["family"] for t in soft} == {"softmax"}
+    gpu = data["facets"]["hardware"][0]
+    assert client.get("/ui/tasks", params={"gpu": gpu, "format": "json"}).json()["page"]["total"] == 15
+    assert client.get("/ui/tasks?gpu=no-such-gpu&format=json").json()["tasks"] == []
+    assert client.get("/ui/tasks?run=no-such-run&format=json").json()["tasks"] == []
+    html = client.get("/ui/tasks?family=softmax").text
+    assert "row_softmax" in html and "matmul_bias_gelu" not in html
+
+
+def test_lists_page_through_the_ledger(ui_sb):
+    view = ui_sb.views
+    first, total = view.task_rows(sort="name", offset=0, limit=4)
+    second, _ = view.task_rows(sort="name", offset=4, limit=4)
+    assert total == 15 and len(first) == len(second) == 4
+    assert [r["task"] for r in first + second] == sorted(r["task"] for r in first + second)
+    rows, page = paginate(lambda o, n: view.task_rows(sort="name", offset=o, limit=n), "99", 4)
+    assert page == {"number": 4, "size": 4, "total": 15, "pages": 4} and len(rows) == 3
+    newest, n = view.attempt_rows(task="row_softmax", offset=0, limit=2)
+    older, _ = view.attempt_rows(task="row_softmax", offset=2, limit=2)
+    assert n == 5 and not {r["id"] for r in newest} & {r["id"] for r in older}
+
+
+def test_a_task_page_draws_its_lineage_speedups_and_roofline(client, ui_sb):
+    data = client.get("/ui/tasks/row_softmax?format=json").json()
+    history = ui_sb.attempt_history("row_softmax")
+    assert [r["id"] for r in data["lineage"]] == [a.id for a in history]  # oldest first
+    assert data["lessons"] and all(e["task"] == "row_softmax" for e in data["lessons"])
+    url = "/ui/attempts/{id}"
+    fig = plots.lineage(data["lineage"], url)
+    nodes = [t for t in fig["data"] if t.get("mode") == "markers"]
+    assert sum(len(t["x"]) for t in nodes) == len(history)
+    assert {t["name"] for t in nodes} == {a.verdict for a in history}
+    assert all(t["marker"]["color"] == plots.VERDICT_COLORS[t["name"]] for t in nodes)
+    labels = next(t for t in fig["data"] if t.get("mode") == "text")["text"]
+    child = _first_child(ui_sb, "row_softmax")
+    parent = next(a for a in history if a.id == child.parent_id)
+    added = [t for t in child.techniques if t not in parent.techniques] or child.techniques
+    assert ", ".join(added) in labels and len(labels) == sum(1 for a in history if a.parent_id)
+    roof = plots.roofline(data["lineage"], url)
+    timed = [a for a in history if a.median_ms]
+    assert sum(len(t["x"]) for t in roof["data"] if t.get("mode") == "markers") == len(timed)
+    speed = plots.speedup_over_attempts(data["lineage"], url)
+    best = next(t for t in speed["data"] if t["name"] == "best so far")
+    assert best["y"][-1] == pytest.approx(max(a.speedup_vs_eager for a in timed if a.verdict == "correct"))
+    for figure in (fig, roof, speed):  # plotly's own schema validation: a misspelt property raises
+        go.Figure(figure)
+    html = client.get("/ui/tasks/row_softmax").text
+    for part in ('data-figure="plot-lineage"', 'data-figure="plot-speedup"', 'data-figure="plot-roofline"',
+                 "/ui/assets/plotly.min.js", child.id):
+        assert part in html
+    js = client.get("/ui/assets/plotly.min.js")
+    assert js.status_code == 200 and len(js.content) > 1_000_000 and b"plotly" in js.content[:2000].lower()
+
+
+def test_an_attempt_page_has_its_report_and_the_diff_against_its_parent(client, ui_sb):
+    child = ui_sb.get_attempt(_first_child(ui_sb, "row_softmax").id)
+    data = client.get(f"/ui/attempts/{child.id}?format=json").json()
+    assert data["attempt"]["id"] == child.id and data["parent"]["id"] == child.parent_id
+    kinds = {line["kind"] for line in data["diff"]}
+    assert {"add", "del", "hunk"} <= kinds
+    html = client.get(f"/ui/attempts/{child.id}").text
+    assert "Diff against its parent" in html and "interquartile range" in html and "% of speed of light" in html
+    missing = client.get("/ui/attempts/att_nope")
+    assert missing.status_code == 404 and "no attempt" in missing.text
+    assert client.get("/ui/attempts/att_nope?format=json").json()["error"] == "NotFound"
+
+
+def test_a_skill_page_renders_its_markdown_evidence_and_history(client, ui_sb):
+    data = client.get("/ui/skills/online-softmax-one-pass?format=json").json()
+    skill = ui_sb.get_skill("online-softmax-one-pass")
+    assert data["skill"]["version"] == skill.version and data["markdown"] == ui_sb.skill_markdown(skill.name)
+    assert data["gains"]["evidence"] == len(skill.evidence)
+    html = client.get("/ui/skills/online-softmax-one-pass").text
+    assert '<article class="markdown"><h2>' in html
+    for aid in data["linked_attempts"]:
+        assert f'href="{BASE}/ui/attempts/{aid}"' in html
+    rows = client.get("/ui/skills?format=json").json()["skills"]
+    row = next(r for r in rows if r["name"] == skill.name)
+    assert row["evidence"] == len(skill.evidence) and row["best_gain"] == max(
+        (e.gain for e in skill.evidence if e.gain), default=None)
+
+
+def test_curation_from_the_ui_needs_a_reason_and_uses_the_cli_operations(client, ui_sb):
+    refused = client.post("/ui/skills/ui-http-approve/approve", data={"reason": "  "})
+    assert refused.status_code == 400 and "needs a reason" in refused.text
+    assert ui_sb.get_skill("ui-http-approve").status == "draft"
+    review = client.get("/ui/review?format=json").json()["drafts"]
+    assert {"ui-http-approve", "ui-http-reject"} <= {d["name"] for d in review}
+    assert all(d["lint_passed"] for d in review if d["name"].startswith("ui-"))
+    done = client.post("/ui/skills/ui-http-approve/approve", follow_redirects=False,
+                       data={"reason": "measured on row_softmax", "back": "review", "curator": "ana"})
+    assert done.status_code == 303 and done.headers["location"].startswith(f"{BASE}/ui/review?done=approved")
+    approved = ui_sb.get_skill("ui-http-approve")
+    history = ui_sb.skill_history("ui-http-approve")
+    assert approved.status == "approved" and (history[-1].author, history[-1].reason) == (
+        "ana", "measured on row_softmax")
+    client.post("/ui/skills/ui-http-reject/reject", data={"reason": "duplicates online-softmax-one-pass"})
+    rejected = ui_sb.skill_history("ui-http-reject")[-1]
+    assert (rejected.status, rejected.reason) == ("deprecated", "rejected: duplicates online-softmax-one-pass")
+    back = client.post("/ui/skills/ui-http-approve/rollback", data={"version": "1", "reason": "approved too early"},
+                       headers={"accept": "application/json"}).json()
+    assert back["version"] == 3 and ui_sb.get_skill("ui-http-approve").status == "draft"
+    assert client.post("/ui/skills/ui-http-approve/rename", data={"reason": "x"}).status_code == 404
+    page = client.get("/ui/skills/ui-http-approve").text
+    assert "rollback to version 1: approved too early" in page and 'class="d-add"' in page
+
+
+def test_reads_do_not_wait_for_a_writer_holding_the_ledger(client, ui_sb):
+    """A write transaction held open (as while a benchmark's attempt is being recorded) holds the
+    Store's connection lock; the pages read on their own connections and answer meanwhile."""
+    held, release = threading.Event(), threading.Event()
+
+    def writer():
+        with ui_sb.memory.ledger.write():
+            held.set()
+            release.wait(30)
+
+    t = threading.Thread(target=writer)
+    t.start()
+    try:
+        assert held.wait(10)
+        start = time.monotonic()
+        for url in ("/ui/tasks?format=json", "/ui/tasks/row_softmax?format=json"):
+            assert client.get(url).status_code == 200
+        assert time.monotonic() - start < 5
+    finally:
+        release.set()
+        t.join()
