@@ -139,6 +139,8 @@ class Toolchain:
             import torch
 
             self._gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+            if self.pool.remote is not None:  # the cluster's GPUs, wherever this process runs
+                self._gpus = self.pool.remote.gpus()
         return self._gpus
 
     def _device_kind(self, device: str) -> str:
@@ -178,7 +180,7 @@ class Toolchain:
         try:
             described = Hardware(**_ok(w.request({"op": "describe"}, timeout=300))["hardware"])
             key = make_key("peaks", described.name, described.arch, described.memory_bytes,
-                           toolchain_versions()["torch"])
+                           self.pool.versions(worker)["torch"])
             cached = self.peaks.get(key)
             if cached is None:
                 cached = _ok(w.request({"op": "hardware"}, timeout=600))["hardware"]
@@ -243,6 +245,9 @@ class Toolchain:
         interpreter at the task's small shape (``cpu_shape``: META['small'], or one shrunk automatically)
         and timing is reported as unavailable."""
         kind = self._device_kind(device)
+        if self.pool.remote is not None and not device.startswith("cuda:"):
+            with self.pool.remote.lease(self.worker_names(kind)) as worker:  # any idle actor of the cluster
+                return self._evaluate(task, candidate, worker, progress, use_cache)
         worker = "cpu" if kind == "cpu" else (device if device.startswith("cuda:") else "cuda:0")
         return self._evaluate(task, candidate, worker, progress, use_cache)
 
@@ -251,7 +256,7 @@ class Toolchain:
         ``workers``), or ``workers`` CPU interpreter workers (default ``cpu_workers``)."""
         kind = self._device_kind(device)
         if kind == "cpu":
-            n = max(1, workers or self.cpu_workers)
+            n = max(1, workers or (self.pool.remote.cpu_slots() if self.pool.remote else self.cpu_workers))
             return ["cpu"] + [f"cpu:{i}" for i in range(1, n)]
         names = [f"cuda:{i}" for i in range(self._gpu_count())]
         return names[:workers] if workers else names
@@ -431,7 +436,7 @@ class Toolchain:
         lang = self._language(task, cand, kind)
         shape = self._shape_for(task, kind)
         hw = roofline.cpu_hardware() if kind == "cpu" else self._hardware_of(worker)
-        versions = toolchain_versions()
+        versions = self.pool.versions(worker)
         options = {"trials": TRIALS, "kind": kind, "timing": self.timing if kind == "cuda" else None,
                    "extra_shapes": task.extra_shapes if kind == "cuda" else []}
         key = make_key("bench", task.source_hash, shape, cand.source, versions, hw.key, options)
