@@ -82,9 +82,9 @@ class EvalActor:
                           or Path(tempfile.gettempdir()) / f"skillbase-ray-{os.getuid()}")
         self.settings = Settings(**{**settings, "home": local_home, "ray_address": None})
         gpu = None
-        if kind == "cuda":
-            ids = ray.get_gpu_ids()
-            gpu = int(ids[0]) if ids else int(os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0])
+        if kind == "cuda":  # the GPU Ray gave this actor, as the node names it (an index, or a UUID)
+            ids = [str(i) for i in ray.get_gpu_ids()] or os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")
+            gpu = int(ids[0]) if ids[0].isdigit() else ids[0]
         self.kind, self.gpu = kind, gpu
         self.worker = _ActorWorker(self.settings, kind, gpu)
         self.tasks = self.settings.cache_dir / "ray_tasks"
@@ -300,7 +300,8 @@ class RayBackend:
     def new_actor(self, kind: str):
         """A new actor of ``kind``: on one GPU, or on one CPU slot spread over the nodes."""
         self.connect()
-        settings = self.settings.model_dump(mode="json")
+        # Limits and timeouts travel; the server's tokens do not.
+        settings = self.settings.model_dump(mode="json", exclude={"http_token", "chroma_token", "chroma_url"})
         opts: dict[str, Any] = {"num_cpus": 1, "num_gpus": 1} if kind == "cuda" else \
             {"num_cpus": 1, "num_gpus": 0, "scheduling_strategy": "SPREAD"}
         return self._actor_cls.options(**opts).remote(kind, settings)
