@@ -56,7 +56,12 @@ class Toolchain:
                  cpu_workers: int | None = None):
         self.settings = settings
         self.cpu_workers = cpu_workers or min(2, os.cpu_count() or 1)
-        self.pool = Pool(settings)
+        remote = None
+        if settings.ray_address:  # evaluations go to a Ray cluster's actors (skillbase[ray])
+            from skillbase.toolchain.ray_pool import RayBackend
+
+            remote = RayBackend(settings)
+        self.pool = Pool(settings, remote)
         self.results = JsonCache(settings.cache_dir, "results")
         self.compiles = JsonCache(settings.cache_dir, "compiles")
         self.baseline_cache = JsonCache(settings.cache_dir, "baselines")

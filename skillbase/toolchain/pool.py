@@ -258,18 +258,14 @@ class Worker:
 
 class Pool:
     """Warm workers by name: ``cuda:N`` for each GPU of the host, ``cpu`` (and ``cpu:N`` for parallel
-    interpreter runs) and ``compile``. With ``settings.ray_address``, ``cuda:N`` and ``cpu[:N]`` are
-    the same workers run by Ray actors on a cluster (``ray_pool.py``); ``compile`` stays here."""
+    interpreter runs) and ``compile``. With a ``remote`` back end (``ray_pool.RayBackend``), ``cuda:N``
+    and ``cpu[:N]`` are the same workers run by Ray actors on a cluster; ``compile`` stays here."""
 
-    def __init__(self, settings: Settings):
+    def __init__(self, settings: Settings, remote=None):
         self.settings = settings
         self.workers: dict[str, Worker] = {}
         self.lock = threading.Lock()
-        self.remote = None
-        if settings.ray_address:
-            from skillbase.toolchain.ray_pool import RayBackend
-
-            self.remote = RayBackend(settings)
+        self.remote = remote  # a ray_pool.RayBackend, or None for this host's workers
 
     def get(self, name: str) -> Worker:
         """The worker of that name (started on its first request)."""

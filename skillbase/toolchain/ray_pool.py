@@ -1,12 +1,13 @@
 """Ray as the evaluation back end of the pool: the same sandboxed worker, on every GPU of a cluster.
 
-With ``settings.ray_address`` set, ``Pool.get("cuda:N")`` returns a ``RayWorker`` instead of a local
-process: a proxy for the N-th of the cluster's ``EvalActor``\\ s, one per GPU (``num_gpus=1``, so Ray
-places one on every GPU of every node), or, for ``cpu`` / ``cpu:N``, one per CPU slot (the Triton
-interpreter, for clusters without GPUs). Each actor owns one ``pool.Worker``: the same subprocess,
-rlimits, scrubbed environment, checks and timing rules as a local worker, kept warm between requests.
-The facade above is unchanged: it builds each request and turns the reply into a report that the one
-server records. Only the pipe is longer, so the task's source travels with the request.
+With ``settings.ray_address`` set, the Toolchain gives its pool a ``RayBackend``, and
+``Pool.get("cuda:N")`` returns a ``RayWorker`` instead of a local process: a proxy for the N-th of the
+cluster's ``EvalActor`` s, one per GPU (``num_gpus=1``, so Ray places one on every GPU of every node),
+or, for ``cpu`` / ``cpu:N``, one per CPU slot (the Triton interpreter, for clusters without GPUs).
+Each actor owns one ``pool.Worker``: the same subprocess, rlimits, scrubbed environment, checks and
+timing rules as a local worker, kept warm between requests. The facade hardly changes: it builds each
+request and turns the reply into a report that the one server records. Only the pipe is longer, so
+the task's source travels with the request, and the report carries the node's versions and GPU.
 
 Failures surface as they do locally. A candidate that kills or hangs its worker is a ``WorkerDied``
 on the actor, sent back as data and raised here (verdict ``crashed`` / ``timeout``; the actor starts
@@ -93,8 +94,9 @@ class EvalActor:
 
     def info(self) -> dict:
         """Where this actor runs and with what: node, process, GPU, toolchain versions."""
-        return {"node_ip": self.node_ip, "node_id": self.node_id, "hostname": socket.gethostname(), "pid": os.getpid(), "kind": self.kind,
-                "gpu": self.gpu, "versions": toolchain_versions(), "worker_starts": self.worker.starts}
+        return {"node_ip": self.node_ip, "node_id": self.node_id, "hostname": socket.gethostname(),
+                "pid": os.getpid(), "kind": self.kind, "gpu": self.gpu, "versions": toolchain_versions(),
+                "worker_starts": self.worker.starts}
 
     def request(self, payload: dict, timeout: float) -> dict:
         """Run one request in the warm worker (started on first use, restarted after it died)."""

@@ -110,7 +110,6 @@ def test_two_node_cluster_gives_the_local_pools_verdicts_and_an_actor_killed_mid
     suite = [sys.executable, "-m", "skillbase.suite", "run"]
     common = ["--kernelbench", str(kb), "--device", "cpu", "--no-record", "--json"]
 
-    t0 = time.monotonic()
     proc = subprocess.Popen([*suite, str(ray_run), *common, "--ray", cluster.address], env=env_for(tmp_path / "h2"),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     results = ray_run / ".skillbase" / "results"
@@ -125,7 +124,6 @@ def test_two_node_cluster_gives_the_local_pools_verdicts_and_an_actor_killed_mid
             os.kill(killed, signal.SIGKILL)
         time.sleep(0.05)
     out, errs = proc.communicate(timeout=300)
-    print("ray run", time.monotonic() - t0)
     assert killed is not None, "the kill was meant to land while an actor served a request"
     assert proc.returncode == 0, errs[-3000:]
     on_ray = json.loads(out)
@@ -133,15 +131,13 @@ def test_two_node_cluster_gives_the_local_pools_verdicts_and_an_actor_killed_mid
     local = subprocess.run([*suite, str(run), *common, "--workers", "1"], env=env_for(tmp_path / "h1"),
                            capture_output=True, text=True, timeout=300)
     assert local.returncode == 0, local.stderr[-3000:]
-    print("local run", time.monotonic() - t0)
     on_host = json.loads(local.stdout)
 
     assert on_ray["complete"] and len(on_ray["rows"]) == 5 and not on_ray["left"]
     assert rows_of(on_ray) == rows_of(on_host)
-    verdicts = {name: v for name, (v, _) in rows_of(on_ray).items()}
-    assert verdicts == {"level_1_problem_2_sample_0_kernel": "correct", "level_1_problem_2_sample_1_kernel": "rejected",
-                        "level_1_problem_3_sample_0_kernel": "correct",
-                        "level_1_problem_3_sample_1_kernel": "rejected", "level_1_problem_3_sample_2_kernel": "rejected"}
+    verdicts = {name.removeprefix("level_1_problem_"): v for name, (v, _) in rows_of(on_ray).items()}
+    assert verdicts == {"2_sample_0_kernel": "correct", "2_sample_1_kernel": "rejected", "3_sample_0_kernel": "correct",
+                        "3_sample_1_kernel": "rejected", "3_sample_2_kernel": "rejected"}
 
     # Both nodes evaluated; the request the dead actor held ran again on the actor Ray started in its place.
     notes = [n for r in on_ray["rows"] for n in r.get("notes") or [] if "Ray actor" in n]
