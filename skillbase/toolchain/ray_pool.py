@@ -122,10 +122,6 @@ class EvalActor:
             os.replace(tmp, local)
         return local
 
-    def close(self) -> None:
-        """Stop the worker."""
-        self.worker.close()
-
 
 class RayWorker:
     """The driver's side of one ``EvalActor``, with ``pool.Worker``'s interface: one request at a time."""
@@ -213,14 +209,9 @@ class RayWorker:
         self.actor, self.where = None, {}
 
     def close(self) -> None:
-        """Stop the actor and its worker."""
-        with self.lock:
-            if self.actor is not None:
-                try:
-                    self.backend.ray.get(self.actor.close.remote(), timeout=30)
-                except Exception:  # noqa: BLE001 - it is being killed anyway
-                    pass
-            self.kill()
+        """Stop the actor; its worker dies with it (PR_SET_PDEATHSIG), with nothing to wait for: an
+        actor Ray is restarting would otherwise have to come up only to be told to stop."""
+        self.kill()
 
 
 def _keep_stdout_clean(ray) -> None:
