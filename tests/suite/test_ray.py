@@ -197,3 +197,28 @@ def test_without_ray_installed_ray_says_how_to_install_it(tmp_path):
     importers = [p.relative_to(ROOT) for d in ("skillbase", "memory", "retrievers", "mcp_server")
                  for p in (ROOT / d).rglob("*.py") if re.search(r"^\s*(import ray|from ray)", p.read_text(), re.M)]
     assert importers == [Path("skillbase/toolchain/ray_pool.py")]
+
+
+def test_single_requests_lease_an_idle_actor_each_and_wait_when_all_are_busy(tmp_path):
+    pytest.importorskip("ray")
+    import threading
+
+    from skillbase.config import Settings
+    from skillbase.toolchain.ray_pool import RayBackend
+
+    backend = RayBackend(Settings.from_env(env={}, home=tmp_path, ray_address="127.0.0.1:1"))  # never joined
+    names = ["cuda:0", "cuda:1"]
+    got: list[str] = []
+
+    def third() -> None:
+        with backend.lease(names) as n:
+            got.append(n)
+
+    with backend.lease(names) as a, backend.lease(names) as b:
+        assert {a, b} == set(names)
+        waiter = threading.Thread(target=third)
+        waiter.start()
+        waiter.join(0.3)
+        assert waiter.is_alive() and not got  # both actors busy: the third request waits
+    waiter.join(5)
+    assert got and got[0] in names
