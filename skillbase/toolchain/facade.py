@@ -213,7 +213,8 @@ class Toolchain:
         req = {"op": "compile", "task_path": task.path, "shape": None, "small": task.small_shape,
                "source": candidate.source, "solution_path": candidate.path, "language": language, "arch": arch,
                "timeout_s": self.settings.compile_timeout_s,
-               "full_build": language == "cuda" and self._gpu_count() > 0}
+               # compile stays on this host: a cluster's GPUs say nothing about a CUDA build here
+               "full_build": language == "cuda" and self.pool.remote is None and self._gpu_count() > 0}
         start = time.perf_counter()
         try:
             reply = self.pool.get("compile").request(req, timeout=self.settings.compile_timeout_s + 30)
