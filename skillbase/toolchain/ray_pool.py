@@ -75,11 +75,11 @@ class EvalActor:
     ``{"died": [reason, detail, log_tail]}`` when the worker died, timed out or failed to start.
     """
 
-    def __init__(self, kind: str, settings: dict, home: str | None = None):
+    def __init__(self, kind: str, settings: dict):
         import ray
 
         # The server's store path need not exist on this node: caches (Triton, extensions) stay local.
-        local_home = Path(home or os.environ.get("SKILLBASE_RAY_HOME")
+        local_home = Path(os.environ.get("SKILLBASE_RAY_HOME")
                           or Path(tempfile.gettempdir()) / f"skillbase-ray-{os.getuid()}")
         self.settings = Settings(**{**settings, "home": local_home, "ray_address": None})
         gpu = None
