@@ -58,7 +58,7 @@ save_state() {
 }
 
 # Ray on a machine without a package index: `bash benchmarks/pack_ray.sh` here puts a trimmed Ray
-# (.whl/ray-*-core.tar.xz, ~25 MB: its wheel is too big to travel) and its missing requirements in .whl/.
+# (.whl/ray-*-core.tar.xz, ~30 MB: its wheel is too big to travel) and its missing requirements in .whl/.
 ensure_ray() {
   $PY -c "import ray" 2>/dev/null && return 0
   ls .whl/ray-*-core.tar.xz >/dev/null 2>&1 || { echo "Ray is not installed: run benchmarks/pack_ray.sh and carry .whl" >&2; return 1; }

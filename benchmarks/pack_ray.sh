@@ -5,7 +5,7 @@
 #   bash benchmarks/pack_ray.sh [PYTHON_VERSION]      # default 3.12, the GPU machines' Python
 #
 # writes .whl/ray-2.60.0-core.tar.xz (Ray without its Java jars and its libraries: rllib, serve, data,
-# train, tune, llm; about 25 MB) and the wheels of the dependencies those machines lack. The ray_smoke
+# train, tune, llm; about 30 MB) and the wheels of the dependencies those machines lack. The ray_smoke
 # and ray_scale parts of gpu_suite.sh unpack them (ensure_ray); carry .whl with the call.
 set -euo pipefail
 cd "$(dirname "$0")/.."
