@@ -8,8 +8,9 @@
 #   OUT=/tmp/gpu bash benchmarks/gpu_suite.sh                 # everything
 #   PARTS="bench" TASKS="relu row_softmax" bash benchmarks/gpu_suite.sh
 #
-# PARTS: any of env tests bench launch cuda_build diag tune campaign suite_kb suite_scale kb_agree kb_adv (default: env tests bench).
-# launch: launch-bound timing. cuda_build: a CUDA C++ candidate cold, then in a second process (cuda_build.json). tune: the memory-bound sweep. DIAG: specs for diag. TASKS: built-in task names
+# PARTS: any of env tests bench launch cuda_build diag tune campaign suite_kb suite_scale kb_agree kb_adv ray_smoke
+# ray_scale (default: env tests bench). launch: launch-bound timing. cuda_build: a CUDA C++ candidate cold, then in
+# a second process (cuda_build.json). tune: the memory-bound sweep. DIAG: specs for diag. TASKS: built-in task names
 # (default: all). NCU: TASK/SOLUTION specs to compare with Nsight Compute.
 # Suite parts (issue 15; KB=path of a KernelBench checkout for the kb ones, RUNS=where run
 # directories live, default .gpu-runs; each part resumes where an earlier call stopped):
@@ -24,6 +25,11 @@
 #   kb_agree     our verdicts against KernelBench's eval_kernel_against_ref on the honest kernels and
 #                three honest-but-wrong mutants: kb_agree.json.
 #   kb_adv       KernelBench's own adversarial kernels through the suite: kb_adv.json (KB_EVAL=1: theirs too).
+# Ray parts (issue 19; need Ray: see ensure_ray below):
+#   ray_smoke    one GPU: a few built-in tasks by the local pool, by one Ray actor, by the local pool again:
+#                same verdicts, medians within 2% (ray_smoke.json).
+#   ray_scale    all GPUs: 12 distinct candidates, warm, local pool and Ray on 1 GPU and on all; Ray on all
+#                over Ray on 1 (bar 1.8x on 2 GPUs), verdicts and medians against the local pool (ray_scale.json).
 # Needs torch with CUDA, triton and pydantic; wheels in .whl/ are installed to
 # /tmp/site first when pydantic is missing (machines without a package index).
 set -uo pipefail
@@ -51,6 +57,20 @@ STATE_IN=${STATE_IN:-.carry/gpu_state.tgz}
 save_state() {
   tar czf "$OUT/gpu_state.tgz" --exclude='*/triton' --exclude='*/inductor' --exclude='*/torch_extensions' \
     --exclude='*/builds' $(ls -d .gpu-home/cache .gpu-runs 2>/dev/null)
+}
+
+# Ray on a machine without a package index: `bash benchmarks/pack_ray.sh` here puts a trimmed Ray
+# (.whl/ray-*-core.tar.xz, ~30 MB: its wheel is too big to travel) and its missing requirements in .whl/.
+ensure_ray() {
+  $PY -c "import ray" 2>/dev/null && return 0
+  ls .whl/ray-*-core.tar.xz >/dev/null 2>&1 || { echo "Ray is not installed: run benchmarks/pack_ray.sh and carry .whl" >&2; return 1; }
+  mkdir -p /tmp/ray-site
+  tar xJf .whl/ray-*-core.tar.xz -C /tmp/ray-site || return 1
+  for w in .whl/jsonschema*.whl .whl/referencing*.whl .whl/rpds*.whl; do
+    [ -f "$w" ] && $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/ray-site "$w"
+  done
+  export PYTHONPATH=/tmp/ray-site:$PYTHONPATH
+  $PY -c "import ray; print('ray', ray.__version__)"
 }
 
 for part in $PARTS; do
@@ -119,6 +139,11 @@ for part in $PARTS; do
       save_state ;;
     suite_scale)
       $PY benchmarks/suite_bench.py scale --gpus "${GPUS:-2}" --json "$OUT/suite_scale.json" 2>&1 | tail -8
+      [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
+    ray_smoke|ray_scale)
+      ensure_ray || { status=2; continue; }
+      mode=${part#ray_}
+      $PY benchmarks/ray_bench.py "$mode" --json "$OUT/$part.json" 2>&1 | grep -v "^\s*$" | tee "$OUT/$part.log" | tail -12
       [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
     *) echo "unknown part: $part" >&2; status=2 ;;
   esac

@@ -20,6 +20,7 @@ import typer
 from pydantic import BaseModel
 from rich.console import Console
 from rich.markdown import Markdown
+from rich.markup import escape  # messages name things like skillbase[ray]: text, not markup
 from rich.progress import BarColumn, Progress, SpinnerColumn, TaskProgressColumn, TextColumn, TimeElapsedColumn
 from rich.syntax import Syntax
 from rich.table import Table
@@ -62,13 +63,20 @@ class State:
 
     def __init__(self, home: Path | None):
         self.home = home
+        self.ray: str | None = None  # a Ray cluster address (`--ray`): evaluations run on its actors
         self._sb: SkillBase | None = None
 
     def sb(self) -> "SkillBase":
         if self._sb is None:
             from skillbase.api import SkillBase
 
-            self._sb = SkillBase(home=self.home)
+            if self.ray:
+                from skillbase.config import Settings
+
+                home = {"home": self.home.expanduser()} if self.home else {}
+                self._sb = SkillBase(Settings.from_env(**home, ray_address=self.ray))
+            else:
+                self._sb = SkillBase(home=self.home)
         return self._sb
 
     def close(self) -> None:
@@ -120,9 +128,9 @@ def run(as_json: bool, work: Callable[[], Any], render: Callable[[Any], int | No
     except SkillbaseError as e:
         if as_json:
             print(json.dumps(e.to_dict()))
-        err.print(f"[bold red]error:[/] {e.message}", markup=True, highlight=False)
+        err.print(f"[bold red]error:[/] {escape(e.message)}", markup=True, highlight=False)
         if e.hint:
-            err.print(f"[yellow]hint:[/] {e.hint}")
+            err.print(f"[yellow]hint:[/] {escape(e.hint)}")
         raise typer.Exit(e.exit_code) from None
     if as_json:
         print(json.dumps(to_jsonable(result), indent=1))
@@ -198,6 +206,9 @@ def serve(ctx: typer.Context,
               "--allow-host", help="HTTP: extra Host/Origin name clients use to reach this server.")] = None,
           root: Annotated[Optional[Path], typer.Option(
               help="Workspace: task and solution paths in tool calls must lie inside it (default: here).")] = None,
+          ray: Annotated[Optional[str], typer.Option(
+              "--ray", metavar="ADDRESS", help="Evaluate on this Ray cluster, one actor per GPU (host:6379 or "
+                                               "'auto'; needs skillbase[ray]).")] = None,
           ) -> None:
     """Run the MCP server (stdio by default; streamable HTTP with --transport http)."""
     from skillbase.mcp_server import serve as serve_mcp
@@ -206,7 +217,12 @@ def serve(ctx: typer.Context,
     if transport not in ("stdio", "http"):
         _fail(InvalidInput(f"unknown transport {transport!r}", hint="use stdio or http"))
     try:
-        settings = Settings.from_env(**({"home": ctx.obj.home.expanduser()} if ctx.obj.home else {}))
+        if ray:
+            from skillbase.toolchain.ray_pool import require_ray
+
+            require_ray()
+        settings = Settings.from_env(**({"home": ctx.obj.home.expanduser()} if ctx.obj.home else {}),
+                                     **({"ray_address": ray} if ray else {}))
         if transport == "http":
             err.print(f"serving MCP on http://{host}:{port}/mcp and the curation UI on http://{host}:{port}/ui/"
                       + (" (bearer token required)" if settings.http_token else ""))
@@ -235,9 +251,9 @@ def ui(ctx: typer.Context,
 
 
 def _fail(e: SkillbaseError) -> None:
-    err.print(f"[bold red]error:[/] {e.message}")
+    err.print(f"[bold red]error:[/] {escape(e.message)}")
     if e.hint:
-        err.print(f"[yellow]hint:[/] {e.hint}")
+        err.print(f"[yellow]hint:[/] {escape(e.hint)}")
     raise typer.Exit(e.exit_code)
 
 

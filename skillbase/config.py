@@ -37,6 +37,8 @@ class Settings(BaseModel):
     max_log_chars: int = Field(4_000, description="compiler / error logs are truncated to this in reports")
     agent_model: str = Field("claude-sonnet-4-6", description="model for the reference agent (SKILLBASE_AGENT_MODEL)")
     http_token: str | None = Field(None, description="bearer token for the HTTP transport (SKILLBASE_TOKEN)")
+    ray_address: str | None = Field(None, description="Ray cluster to evaluate on, one actor per GPU "
+                                                       "(SKILLBASE_RAY_ADDRESS; needs skillbase[ray])")
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None, **overrides) -> "Settings":
@@ -48,6 +50,7 @@ class Settings(BaseModel):
             "chroma_token": env.get("SKILLBASE_CHROMA_TOKEN") or None,
             "embedding_model": env.get("SKILLBASE_EMBEDDING_MODEL") or None,
             "http_token": env.get("SKILLBASE_TOKEN") or None,
+            "ray_address": env.get("SKILLBASE_RAY_ADDRESS") or None,
         }
         for key, name, kind in (
             ("device", "SKILLBASE_DEVICE", str),

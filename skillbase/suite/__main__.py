@@ -34,6 +34,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--cache", action=argparse.BooleanOptionalAction, default=True,
                      help="reuse the toolchain's results of identical evaluations (default) or evaluate again")
     run.add_argument("--home", type=Path)
+    run.add_argument("--ray", metavar="ADDRESS", help="evaluate on this Ray cluster (needs skillbase[ray])")
     run.add_argument("--json", action="store_true")
     rec = sub.add_parser("record", help="record a run evaluated elsewhere into this store")
     rec.add_argument("run_dir", type=Path)
@@ -84,8 +85,15 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(reports.compare(reports.load(args.a), reports.load(args.b)), indent=1))
             return 0
         from skillbase.api import SkillBase
+        from skillbase.config import Settings
 
-        with SkillBase(home=args.home) as sb:
+        overrides = {"home": args.home.expanduser()} if args.home else {}
+        if getattr(args, "ray", None):
+            from skillbase.toolchain.ray_pool import require_ray
+
+            require_ray()
+            overrides["ray_address"] = args.ray
+        with SkillBase(Settings.from_env(**overrides)) as sb:
             if args.command == "run":
                 from skillbase.suite.discover import parse_problems
                 from skillbase.suite.run import run_suite

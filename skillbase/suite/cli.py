@@ -46,6 +46,8 @@ def run_command(
                              "same command goes on later.")] = None,
     cache: Annotated[bool, typer.Option(help="Reuse the toolchain's results of identical evaluations made before "
                                               "(--no-cache evaluates again).")] = True,
+    ray: Annotated[Optional[str], typer.Option("--ray", metavar="ADDRESS", help="Evaluate on this Ray cluster's "
+                                                "actors, one per GPU (host:6379 or 'auto'; needs skillbase[ray]).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
     """Evaluate every candidate of RUN_DIR (resuming a killed run), record them, write skillbase_report.json/.md."""
@@ -54,6 +56,11 @@ def run_command(
     from skillbase.suite.run import run_suite
 
     def work():
+        if ray:
+            from skillbase.toolchain.ray_pool import require_ray
+
+            require_ray()
+            ctx.obj.ray = ray
         levels = parse_levels(level, ctx.args)
         bar = _Bar()
         with bar.progress:

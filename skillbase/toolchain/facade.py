@@ -56,7 +56,12 @@ class Toolchain:
                  cpu_workers: int | None = None):
         self.settings = settings
         self.cpu_workers = cpu_workers or min(2, os.cpu_count() or 1)
-        self.pool = Pool(settings)
+        remote = None
+        if settings.ray_address:  # evaluations go to a Ray cluster's actors (skillbase[ray])
+            from skillbase.toolchain.ray_pool import RayBackend
+
+            remote = RayBackend(settings)
+        self.pool = Pool(settings, remote)
         self.results = JsonCache(settings.cache_dir, "results")
         self.compiles = JsonCache(settings.cache_dir, "compiles")
         self.baseline_cache = JsonCache(settings.cache_dir, "baselines")
@@ -139,6 +144,8 @@ class Toolchain:
             import torch
 
             self._gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+            if self.pool.remote is not None:  # the cluster's GPUs, wherever this process runs
+                self._gpus = self.pool.remote.gpus()
         return self._gpus
 
     def _device_kind(self, device: str) -> str:
@@ -178,7 +185,7 @@ class Toolchain:
         try:
             described = Hardware(**_ok(w.request({"op": "describe"}, timeout=300))["hardware"])
             key = make_key("peaks", described.name, described.arch, described.memory_bytes,
-                           toolchain_versions()["torch"])
+                           self.pool.versions(worker)["torch"])
             cached = self.peaks.get(key)
             if cached is None:
                 cached = _ok(w.request({"op": "hardware"}, timeout=600))["hardware"]
@@ -206,7 +213,8 @@ class Toolchain:
         req = {"op": "compile", "task_path": task.path, "shape": None, "small": task.small_shape,
                "source": candidate.source, "solution_path": candidate.path, "language": language, "arch": arch,
                "timeout_s": self.settings.compile_timeout_s,
-               "full_build": language == "cuda" and self._gpu_count() > 0}
+               # compile stays on this host: a cluster's GPUs say nothing about a CUDA build here
+               "full_build": language == "cuda" and self.pool.remote is None and self._gpu_count() > 0}
         start = time.perf_counter()
         try:
             reply = self.pool.get("compile").request(req, timeout=self.settings.compile_timeout_s + 30)
@@ -243,6 +251,9 @@ class Toolchain:
         interpreter at the task's small shape (``cpu_shape``: META['small'], or one shrunk automatically)
         and timing is reported as unavailable."""
         kind = self._device_kind(device)
+        if self.pool.remote is not None and not device.startswith("cuda:"):
+            with self.pool.remote.lease(self.worker_names(kind)) as worker:  # any idle actor of the cluster
+                return self._evaluate(task, candidate, worker, progress, use_cache)
         worker = "cpu" if kind == "cpu" else (device if device.startswith("cuda:") else "cuda:0")
         return self._evaluate(task, candidate, worker, progress, use_cache)
 
@@ -251,7 +262,7 @@ class Toolchain:
         ``workers``), or ``workers`` CPU interpreter workers (default ``cpu_workers``)."""
         kind = self._device_kind(device)
         if kind == "cpu":
-            n = max(1, workers or self.cpu_workers)
+            n = max(1, workers or (self.pool.remote.cpu_slots() if self.pool.remote else self.cpu_workers))
             return ["cpu"] + [f"cpu:{i}" for i in range(1, n)]
         names = [f"cuda:{i}" for i in range(self._gpu_count())]
         return names[:workers] if workers else names
@@ -431,7 +442,7 @@ class Toolchain:
         lang = self._language(task, cand, kind)
         shape = self._shape_for(task, kind)
         hw = roofline.cpu_hardware() if kind == "cpu" else self._hardware_of(worker)
-        versions = toolchain_versions()
+        versions = self.pool.versions(worker)
         options = {"trials": TRIALS, "kind": kind, "timing": self.timing if kind == "cuda" else None,
                    "extra_shapes": task.extra_shapes if kind == "cuda" else []}
         key = make_key("bench", task.source_hash, shape, cand.source, versions, hw.key, options)

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from skillbase.config import Settings
+from skillbase.toolchain.cache import toolchain_versions
 from skillbase.toolchain.verify import CPU_MALLOC_PERTURB
 
 STARTUP_TIMEOUT_S = 180.0
@@ -257,12 +258,14 @@ class Worker:
 
 class Pool:
     """Warm workers by name: ``cuda:N`` for each GPU of the host, ``cpu`` (and ``cpu:N`` for parallel
-    interpreter runs) and ``compile``."""
+    interpreter runs) and ``compile``. With a ``remote`` back end (``ray_pool.RayBackend``), ``cuda:N``
+    and ``cpu[:N]`` are the same workers run by Ray actors on a cluster; ``compile`` stays here."""
 
-    def __init__(self, settings: Settings):
+    def __init__(self, settings: Settings, remote=None):
         self.settings = settings
         self.workers: dict[str, Worker] = {}
         self.lock = threading.Lock()
+        self.remote = remote  # a ray_pool.RayBackend, or None for this host's workers
 
     def get(self, name: str) -> Worker:
         """The worker of that name (started on its first request)."""
@@ -270,7 +273,9 @@ class Pool:
             w = self.workers.get(name)
             if w is None:
                 kind, _, index = name.partition(":")
-                if kind == "cuda" and index.isdigit():
+                if self.remote is not None and name != "compile":
+                    w = self.remote.worker(name)
+                elif kind == "cuda" and index.isdigit():
                     w = Worker(self.settings, "cuda", int(index))
                 elif kind == "cpu" and (not index or index.isdigit()):
                     w = Worker(self.settings, "cpu", int(index or 0))
@@ -288,6 +293,13 @@ class Pool:
             self.workers.clear()
         for w in workers:
             w.close()
+        if self.remote is not None:
+            self.remote.close()
+
+    def versions(self, name: str) -> dict[str, str]:
+        """The toolchain versions worker ``name`` evaluates with (a Ray node's own, for a remote worker)."""
+        w = self.get(name)
+        return w.versions() if hasattr(w, "versions") else toolchain_versions()
 
     def stats(self) -> dict[str, Any]:
         """Per worker: alive, how many times it was started, its pid."""
