@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from skillbase.errors import InvalidInput, LimitExceeded, NotFound, StoreError, UnknownTechnique
-from skillbase.models import Attempt, Experience, Feedback, Skill, SkillVersion, TaskInfo, Technique, content_hash, utcnow
+from skillbase.models import (Attempt, Experience, Feedback, ProfileReport, Skill, SkillVersion, TaskInfo, Technique,
+                              content_hash, utcnow)
 
 from skillbase.memory.records import Change, TaskRecord, check_finite, parse_signature, sort_time
 from skillbase.memory.schema import migrate, read_version
@@ -711,6 +712,37 @@ class Ledger:
                 chunk,
             )
             out += [dict(zip(("id", "item_kind", "item_id", "used", "improved"), r)) for r in rows]
+        return out
+
+    # -- profiles ------------------------------------------------------------
+
+    def record_profile(self, attempt_id: str, profile: ProfileReport) -> str:
+        """Store a profile with its attempt; returns the profile id. The same profile stored twice is one row."""
+        # The raw CSV stays with the caller: the ledger keeps the parsed counters, bounded in size.
+        record = profile.model_copy(update={"attempt_id": attempt_id, "raw_csv": ""}).model_dump_json()
+        self._check_size(record, "the profile")
+        pid = "prf_" + content_hash(attempt_id, record)
+        with self.write() as cur:
+            if cur.execute("SELECT 1 FROM attempts WHERE id=?", (attempt_id,)).fetchone() is None:
+                raise NotFound(f"no attempt {attempt_id!r} in the ledger", hint="benchmark the candidate first")
+            if cur.execute("SELECT 1 FROM profiles WHERE id=?", (pid,)).fetchone() is None:
+                cur.execute("INSERT INTO profiles(id, attempt_id, state, created_at, record) VALUES (?, ?, ?, ?, ?)",
+                            (pid, attempt_id, profile.state, sort_time(utcnow()), record))
+                self._change(cur, "profile", pid)
+        return pid
+
+    def get_profile(self, attempt_id: str) -> ProfileReport | None:
+        """The latest profile stored with an attempt, or None."""
+        rows = self._query("SELECT record FROM profiles WHERE attempt_id=? ORDER BY seq DESC LIMIT 1", (attempt_id,))
+        return ProfileReport.model_validate_json(rows[0][0]) if rows else None
+
+    def profile_rows(self, ids: Sequence[str]) -> list[dict[str, Any]]:
+        """(id, attempt_id, state) of profiles, for the graph."""
+        out = []
+        for chunk in _chunks(list(ids), 500):
+            rows = self._query(
+                f"SELECT id, attempt_id, state FROM profiles WHERE id IN ({','.join('?' * len(chunk))})", chunk)
+            out += [dict(zip(("id", "attempt_id", "state"), r)) for r in rows]
         return out
 
     # -- bulk reads for export -----------------------------------------------
