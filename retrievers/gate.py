@@ -18,10 +18,9 @@ from a task or a benchmark report.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
-from skillbase.models import CODE_FEATURES, Skill, arch_number
+from skillbase.models import CODE_FEATURES, Skill, arch_number, parse_metric_condition
 
 from skillbase.retrievers.query import Query
 
@@ -35,7 +34,6 @@ DEMOTE_DRAFT = 0.8
 PROFILE_MATCH = 2.5  # a measured metric condition of the skill holds
 DEMOTE_PROFILE = 0.6
 AT_DRAM_LIMIT = {"elementwise-fusion", "epilogue-fusion", "roofline-stop"}
-CONDITION = re.compile(r"([a-z_0-9]+)\s*(<=|>=|==|!=|<|>)\s*([A-Za-z0-9_.+-]+)")
 GUESS_SOFTENING = 0.5  # a condition checked against a guess costs half as much (in log terms)
 
 
@@ -82,10 +80,10 @@ def _profile_gate(skill: Skill, q: Query, factor: float, reasons: list, matched:
 def metric_condition(cond: str, metrics: dict) -> bool | None:
     """Evaluate 'METRIC OP VALUE' (OP one of < <= > >= == !=) against ``metrics``; None when the metric
     is unknown there or the condition does not parse (``lint`` reports the latter)."""
-    m = CONDITION.fullmatch(cond.strip())
-    if m is None or m.group(1) not in metrics:
+    parsed = parse_metric_condition(cond)
+    if parsed is None or parsed[0] not in metrics:
         return None
-    have, op, want = metrics[m.group(1)], m.group(2), m.group(3)
+    have, op, want = metrics[parsed[0]], parsed[1], parsed[2]
     if isinstance(have, str):
         return (have == want) if op == "==" else (have != want) if op == "!=" else None
     try:

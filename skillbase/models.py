@@ -776,6 +776,17 @@ PROFILE_STATES: dict[str, str] = {
 }
 """Discretised bottleneck states of a profiled kernel (graph nodes ``pstate:<state>``)."""
 
+METRIC_CONDITION = re.compile(r"([a-z_0-9]+)\s*(<=|>=|==|!=|<|>)\s*([A-Za-z0-9_.+-]+)")
+"""A skill's metric condition: 'METRIC OP VALUE', e.g. 'dram_pct > 85' or 'occupancy_limiter == registers'."""
+OCCUPANCY_LIMITERS = ("registers", "shared_memory", "block_size", "blocks")
+
+
+def parse_metric_condition(cond: str) -> tuple[str, str, str] | None:
+    """('dram_pct', '>', '85') from 'dram_pct > 85'; None when it is not of that form."""
+    m = METRIC_CONDITION.fullmatch(cond.strip())
+    return (m.group(1), m.group(2), m.group(3)) if m else None
+
+
 ProfileUnavailable = Literal["no_gpu", "ncu_missing", "ncu_not_permitted", "ncu_failed", "ncu_timeout",
                              "candidate_failed", "no_own_kernels"]
 
