@@ -195,7 +195,7 @@ def kernel_profile(parsed: dict) -> KernelProfile:
         dur_us = dur * _TIME_US.get(unit.lower(), 1e-3)  # base unit of time is nanoseconds
     local = [get("local_ld_sectors"), get("local_st_sectors")]
     rec = KernelProfile(
-        name=parsed["name"], grid=parsed.get("grid"), block=parsed.get("block"), duration_us=_r(dur_us),
+        name=parsed["name"], grid=parsed.get("grid"), block=parsed.get("block"), duration_us=_r(dur_us, 3),
         dram_pct=_r(get("dram_pct")), l2_pct=_r(get("l2_pct")), sm_pct=_r(get("sm_pct")),
         tensor_pct=_r(get("tensor_pct")), achieved_occupancy_pct=_r(get("achieved_occupancy_pct")),
         theoretical_occupancy_pct=_r(get("theoretical_occupancy_pct")),

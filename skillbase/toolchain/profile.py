@@ -82,7 +82,7 @@ def profile_request(req: dict, workdir: Path, progress) -> dict:
                                f"(looked for: {', '.join(sorted(kernels)) or 'any kernel'})"))
         else:
             out["tool"] = "ncu"
-    if out["unavailable"] is not None:
+    if out["unavailable"] is not None and not req.get("no_fallback"):
         progress(0.6, "listing kernels with the torch profiler instead")
         tk = workdir / "torch_out.json"
         code, _, stderr = _run([sys.executable, "-m", "skillbase.toolchain.profile_runner",
