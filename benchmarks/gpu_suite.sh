@@ -8,7 +8,7 @@
 #   OUT=/tmp/gpu bash benchmarks/gpu_suite.sh                 # everything
 #   PARTS="bench" TASKS="relu row_softmax" bash benchmarks/gpu_suite.sh
 #
-# PARTS: any of env tests bench launch diag tune campaign suite_kb suite_scale kb_agree kb_adv (default: env tests bench). launch: launch-bound timing. tune: the memory-bound sweep. DIAG: specs for diag. TASKS: built-in task names
+# PARTS: any of env tests bench launch diag tune campaign suite_kb suite_scale kb_agree kb_adv profile (default: env tests bench). launch: launch-bound timing. tune: the memory-bound sweep. DIAG: specs for diag. TASKS: built-in task names
 # (default: all). NCU: TASK/SOLUTION specs to compare with Nsight Compute.
 # Suite parts (issue 15; KB=path of a KernelBench checkout for the kb ones, RUNS=where run
 # directories live, default .gpu-runs; each part resumes where an earlier call stopped):
@@ -23,6 +23,10 @@
 #   kb_agree     our verdicts against KernelBench's eval_kernel_against_ref on the honest kernels and
 #                three honest-but-wrong mutants: kb_agree.json.
 #   kb_adv       KernelBench's own adversarial kernels through the suite: kb_adv.json (KB_EVAL=1: theirs too).
+#   profile      (issue 17) Nsight Compute on every built-in solution and the flawed kernels of
+#                benchmarks/profile_flawed, one at a time, starting none after PROFILE_LIMIT s (default 420):
+#                $OUT/profiles.json, profile_csv/ (raw CSVs: parser fixtures), profile.log. Then, on the CPU:
+#                .venv/bin/python benchmarks/profile_bench.py check --profiles $OUT/profiles.json
 # Needs torch with CUDA, triton and pydantic; wheels in .whl/ are installed to
 # /tmp/site first when pydantic is missing (machines without a package index).
 set -uo pipefail
@@ -115,6 +119,10 @@ for part in $PARTS; do
       save_state ;;
     suite_scale)
       $PY benchmarks/suite_bench.py scale --gpus "${GPUS:-2}" --json "$OUT/suite_scale.json" 2>&1 | tail -8
+      [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
+    profile)
+      $PY benchmarks/profile_bench.py run --out "$OUT" --home "$SKILLBASE_HOME" --time-limit "${PROFILE_LIMIT:-420}" \
+        2>&1 | tee "$OUT/profile.log" | tail -50
       [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
     *) echo "unknown part: $part" >&2; status=2 ;;
   esac
