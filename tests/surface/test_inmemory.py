@@ -51,6 +51,9 @@ BAD_CALLS = [
     ("propose_skill", {"name": "a-skill", "description": "d"}, "`body` is required"),
     ("propose_skill", {"name": "a-skill", "description": "d", "body": "b", "from_experiences": [NO_EXPERIENCE]},
      NO_EXPERIENCE),
+    ("profile_kernel", {"task": "relu"}, "exactly one of `source`"),
+    ("profile_kernel", {"task": "relu", "source": NAIVE, "attempt_id": NO_ATTEMPT}, "attempt_history"),
+    ("profile_kernel", {"task": "relu", "source": NAIVE, "device": "tpu"}, "`device`"),
     ("attempt_history", {"task": "../../../etc/passwd"}, "outside the workspace"),
     ("attempt_history", {"task": "relu", "limit": 0}, "`limit`"),
 ]
