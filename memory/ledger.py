@@ -732,8 +732,9 @@ class Ledger:
         return pid
 
     def get_profile(self, attempt_id: str) -> ProfileReport | None:
-        """The latest profile stored with an attempt, or None."""
-        rows = self._query("SELECT record FROM profiles WHERE attempt_id=? ORDER BY seq DESC LIMIT 1", (attempt_id,))
+        """The latest profile with counters stored with an attempt (else the latest of any), or None."""
+        rows = self._query("SELECT record FROM profiles WHERE attempt_id=? ORDER BY state IS NOT NULL DESC, seq DESC "
+                           "LIMIT 1", (attempt_id,))
         return ProfileReport.model_validate_json(rows[0][0]) if rows else None
 
     def profile_rows(self, ids: Sequence[str]) -> list[dict[str, Any]]:

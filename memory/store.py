@@ -334,7 +334,7 @@ class Store:
         return pid
 
     def get_profile(self, attempt_id: str) -> ProfileReport | None:
-        """The latest profile stored with an attempt, or None."""
+        """The latest profile with counters stored with an attempt (else the latest of any), or None."""
         return self.ledger.get_profile(attempt_id)
 
     def lineage(self, attempt_id: str) -> list[Attempt]:
