@@ -91,11 +91,12 @@ def metric_names() -> list[str]:
     return names + [STALL_METRIC.format(r) for r in STALL_REASONS]
 
 
-def command(ncu: str, argv: list[str], kernels: set[str] | None = None) -> list[str]:
+def command(ncu: str, argv: list[str], kernels: set[str] | None = None,
+            metrics: list[str] | None = None) -> list[str]:
     """The ncu command line profiling ``argv`` (the runner): own kernels only, fixed metrics, CSV."""
     cmd = [ncu, "--csv", "--page", "raw", "--print-units", "base", "--clock-control", "none",
            "--replay-mode", "kernel", "--nvtx", "--nvtx-include", f"{NVTX_RANGE}/",
-           "--launch-count", str(MAX_KERNELS), "--metrics", ",".join(metric_names())]
+           "--launch-count", str(MAX_KERNELS), "--metrics", ",".join(metrics or metric_names())]
     if kernels:
         cmd += ["-k", "regex:" + "|".join(re.escape(k) for k in sorted(kernels))]
     return cmd + list(argv)
@@ -104,6 +105,12 @@ def command(ncu: str, argv: list[str], kernels: set[str] | None = None) -> list[
 def not_permitted(text: str) -> bool:
     """True when ncu's output says the user may not read the GPU's performance counters."""
     return any(s in text for s in _NOT_PERMITTED)
+
+
+def rejected_metrics(log: str, asked: list[str]) -> list[str]:
+    """Metrics of ``asked`` that ncu's error lines name: unknown on this GPU or ncu version."""
+    errors = [ln for ln in log.splitlines() if "ERROR" in ln or "not found" in ln.lower() or "failed" in ln.lower()]
+    return [m for m in asked if any(m in ln for ln in errors)]
 
 
 def passes(log: str) -> list[int]:

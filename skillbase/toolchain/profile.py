@@ -28,6 +28,7 @@ NCU_TIMEOUT_S = 150.0
 TORCH_TIMEOUT_S = 120.0
 MAX_CSV_CHARS = 200_000
 NCU_PATHS = ("/usr/local/cuda/bin/ncu", "/opt/nvidia/nsight-compute/ncu")
+_REJECTED: set[str] = set()  # metrics ncu refused on this worker's GPU: not asked for again
 
 
 def find_ncu() -> str | None:
@@ -57,11 +58,21 @@ def profile_request(req: dict, workdir: Path, progress) -> dict:
     else:
         progress(0.1, "running Nsight Compute")
         kernels = static.kernel_names(source)
-        argv = [sys.executable, "-m", "skillbase.toolchain.profile_runner"]
-        cmd = ncu.command(exe, argv + [_write(workdir / "ncu_req.json", {**run_req, "mode": "ncu"}),
-                                       str(workdir / "ncu_out.json")], kernels)
+        argv = [sys.executable, "-m", "skillbase.toolchain.profile_runner",
+                _write(workdir / "ncu_req.json", {**run_req, "mode": "ncu"}), str(workdir / "ncu_out.json")]
+        timeout = float(req.get("ncu_timeout_s", NCU_TIMEOUT_S))
         start = time.perf_counter()
-        code, stdout, stderr = _run(cmd, workdir, float(req.get("ncu_timeout_s", NCU_TIMEOUT_S)))
+        metrics = [m for m in ncu.metric_names() if m not in _REJECTED]
+        cmd = ncu.command(exe, argv, kernels, metrics)
+        code, stdout, stderr = _run(cmd, workdir, timeout)
+        bad = ncu.rejected_metrics(stdout + "\n" + stderr, metrics) if code else []
+        if bad and time.perf_counter() - start < timeout / 2:
+            # A metric this GPU or ncu version does not know fails the whole run: drop it (for the life of
+            # this worker) and run once more; the records say it is missing and why.
+            _REJECTED.update(bad)
+            out["dropped_metrics"] = bad
+            cmd = ncu.command(exe, argv, kernels, [m for m in metrics if m not in bad])
+            code, stdout, stderr = _run(cmd, workdir, timeout - (time.perf_counter() - start))
         log = stdout + "\n" + stderr
         out["ncu"] = {"command": " ".join(cmd[:-2] + ["REQUEST", "RESULT"]), "wall_s": round(time.perf_counter() - start, 2),
                       "passes": ncu.passes(log), "exit_code": code, "clock_control": "none"}
@@ -172,6 +183,9 @@ def assemble(task: TaskInfo, solution_hash: str, device: str, hw: Hardware, raw:
                      + ", ".join(sorted({k.name for k in kernels} - mine))[:300])
         kernels = [k for k in kernels if k.name in mine]
     kernels = _with_spills(kernels, compiled)
+    if raw.get("dropped_metrics"):
+        notes.append("ncu does not know these metrics on this GPU (dropped, their fields are None): "
+                     + ", ".join(raw["dropped_metrics"]))
     findings, state = diagnose.diagnose(kernels, task.family)
     main = max(kernels, key=lambda k: k.duration_us or 0.0) if kernels else None
     return ProfileReport(**base, available=True, kernels=kernels, findings=findings, state=state,

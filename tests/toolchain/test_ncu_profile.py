@@ -191,3 +191,27 @@ def test_unavailable_answers_are_typed_and_bounded(tmp_path, monkeypatch):
     out = _request(tmp_path, ncu_timeout_s=1.0, no_fallback=True)
     assert out["unavailable"] == "ncu_timeout" and out["ncu"]["exit_code"] is None
     assert time.perf_counter() - start < 60  # killed with its children, not waited for
+
+
+def test_a_metric_ncu_does_not_know_is_dropped_and_the_run_retried(tmp_path, monkeypatch):
+    from skillbase.models import Hardware, TaskInfo, Tolerance
+    from skillbase.toolchain import profile as profiler
+
+    monkeypatch.setattr(profiler, "_REJECTED", set())
+    unknown = ncu.METRICS["tensor_pct"][0]
+    csv_file = tmp_path / "capture.csv"
+    csv_file.write_text(raw_csv([UNCOALESCED], UNITS))
+    monkeypatch.setenv("SKILLBASE_NCU", _fake_ncu(tmp_path, f"""
+        case "$*" in *{unknown}*) echo "==ERROR== Failed to find metric {unknown}" >&2; exit 1;; esac
+        cat {csv_file}
+    """))
+    raw = _request(tmp_path, no_fallback=True)
+    assert raw["tool"] == "ncu" and raw["dropped_metrics"] == [unknown] and raw["ncu"]["passes"] == [11]
+    info = TaskInfo(name="strided", path=str(tmp_path / "task.py"), family="elementwise", dtype="fp32",
+                    bytes_moved=2 * 4 * 8192 * 8192, flops=2 * 8192 * 8192, tolerance=Tolerance(atol=0, rtol=0))
+    hw = Hardware(kind="cuda", name="NVIDIA H100 80GB HBM3", arch="sm_90", peak_gbps=2933.2)
+    src = "@triton.jit\ndef scale_shift_colmajor_kernel(x):\n    pass\n"
+    report = profiler.assemble(info, "h", "cuda:0", hw, raw, src, None)
+    assert report.available and report.state == "uncoalesced" and report.kernels[0].tensor_pct is None
+    assert "coalesced-access" in report.techniques and "dropped" in report.notes[-1]
+    assert report.floor_us == pytest.approx(2 * 4 * 8192 * 8192 / 2933.2e9 * 1e6, rel=1e-3)
