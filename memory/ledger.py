@@ -719,17 +719,22 @@ class Ledger:
     def record_profile(self, attempt_id: str, profile: ProfileReport) -> str:
         """Store a profile with its attempt; returns the profile id. The same profile stored twice is one row."""
         # The raw CSV stays with the caller: the ledger keeps the parsed counters, bounded in size.
-        record = profile.model_copy(update={"attempt_id": attempt_id, "raw_csv": ""}).model_dump_json()
-        self._check_size(record, "the profile")
-        pid = "prf_" + content_hash(attempt_id, record)
+        profile = profile.model_copy(update={"attempt_id": attempt_id, "raw_csv": ""})
         with self.write() as cur:
             if cur.execute("SELECT 1 FROM attempts WHERE id=?", (attempt_id,)).fetchone() is None:
                 raise NotFound(f"no attempt {attempt_id!r} in the ledger", hint="benchmark the candidate first")
-            if cur.execute("SELECT 1 FROM profiles WHERE id=?", (pid,)).fetchone() is None:
-                cur.execute("INSERT INTO profiles(id, attempt_id, state, created_at, record) VALUES (?, ?, ?, ?, ?)",
-                            (pid, attempt_id, profile.state, sort_time(utcnow()), record))
-                self._change(cur, "profile", pid)
-        return pid
+            return self._insert_profile(cur, profile)[0]
+
+    def _insert_profile(self, cur: sqlite3.Cursor, profile: ProfileReport) -> tuple[str, bool]:
+        record = profile.model_dump_json()
+        self._check_size(record, "the profile")
+        pid = "prf_" + content_hash(profile.attempt_id or "", record)
+        if cur.execute("SELECT 1 FROM profiles WHERE id=?", (pid,)).fetchone() is not None:
+            return pid, False
+        cur.execute("INSERT INTO profiles(id, attempt_id, state, created_at, record) VALUES (?, ?, ?, ?, ?)",
+                    (pid, profile.attempt_id, profile.state, sort_time(utcnow()), record))
+        self._change(cur, "profile", pid)
+        return pid, True
 
     def get_profile(self, attempt_id: str) -> ProfileReport | None:
         """The latest profile with counters stored with an attempt (else the latest of any), or None."""
@@ -751,7 +756,7 @@ class Ledger:
     def iter_export_rows(self, cur: sqlite3.Cursor) -> Iterator[tuple[str, str]]:
         """(kind, record JSON) for every record, in an order that imports
         cleanly: techniques, tasks, attempts (parents first), experiences,
-        skill versions, feedback. ``cur`` must be inside ``snapshot()``."""
+        skill versions, feedback, profiles. ``cur`` must be inside ``snapshot()``."""
         for (record,) in cur.execute("SELECT record FROM techniques ORDER BY name"):
             yield "technique", record
         for row in cur.execute(
@@ -768,6 +773,8 @@ class Ledger:
             yield "skill_version", record
         for (record,) in cur.execute("SELECT record FROM feedback ORDER BY seq"):
             yield "feedback", record
+        for (record,) in cur.execute("SELECT record FROM profiles ORDER BY seq"):
+            yield "profile", record
 
     def import_records(self, records: Sequence[tuple[int, str, Any]]) -> int:
         """Insert validated records (line number, kind, model) in one
@@ -799,6 +806,10 @@ class Ledger:
             return int(self._insert_skill_version(cur, rec))
         if kind == "feedback":
             return int(self._insert_feedback(cur, rec)[1])
+        if kind == "profile":
+            if not rec.attempt_id or cur.execute("SELECT 1 FROM attempts WHERE id=?", (rec.attempt_id,)).fetchone() is None:
+                raise InvalidInput(f"profile of attempt {rec.attempt_id!r}, which is not in the ledger")
+            return int(self._insert_profile(cur, rec)[1])
         raise InvalidInput(f"unknown record kind {kind!r}")
 
     def _import_task(self, cur: sqlite3.Cursor, t: TaskRecord) -> bool:

@@ -63,6 +63,15 @@ def test_profile_state_contexts_learn_from_steps_in_either_order(tmp_path, profi
     (v,) = g.technique_values(family="elementwise", profile_state="uncoalesced")
     assert v.technique == "coalesced-access" and v.timed == 1 and v.expected_gain == pytest.approx(3.0)
     assert g.counts()["edge:in-state"] == 1
+    # Profiles travel with a memory export and come back on import.
+    from skillbase.memory.jsonl import export_jsonl, import_jsonl
+
+    export_jsonl(store.ledger, tmp_path / "memory.jsonl")
+    other = LedgerStore(tmp_path / "other.sqlite3")
+    assert import_jsonl(other.ledger, tmp_path / "memory.jsonl") > 0
+    assert other.ledger.get_profile(naive.id).state == "uncoalesced"
+    assert other.graph.technique_values(family="elementwise", profile_state="uncoalesced")[0].timed == 1
+    other.close()
     store.close()
 
 
