@@ -603,7 +603,7 @@ TOOLS: list[ToolSpec] = [
             "Profile a candidate's own kernels with Nsight Compute and say what limits them: per kernel the "
             "duration, DRAM and L2 throughput as % of peak, SM and tensor-pipe utilisation, achieved vs "
             "theoretical occupancy and its limiter, registers and spills, L1/L2 hit rates, sectors per global "
-            "load/store request and the top warp-stall reasons; then a diagnosis in plain words (e.g. 'uncoalesced "
+            "load/store request and the top warp-stall reasons; then a diagnosis in plain words (such as 'uncoalesced "
             "loads: 32.0 sectors per request, 4.0 expected'), the matching techniques and a bottleneck `state`. "
             "Use it when a correct candidate is slower than its roofline floor and you need to know why before "
             "choosing the next change. The profile is stored with the candidate's attempt (benchmark it first), "
