@@ -6,6 +6,8 @@ Two steps, because the GPU machines lack chromadb:
     PYTHONPATH=. python3 benchmarks/profile_bench.py run --out $OUT [--time-limit 420]
     # afterwards, here (CPU): diagnosis and recall checks on the saved profiles
     .venv/bin/python benchmarks/profile_bench.py check --profiles $OUT/profiles.json --out /tmp/profile_check.json
+    # before any GPU run: the same check on invented profiles of the flaws (SYNTHETIC below)
+    .venv/bin/python benchmarks/profile_bench.py synthetic --out /tmp/synthetic_profiles.json
 
 `run` profiles the flawed kernels (benchmarks/profile_flawed) first, then every solution of every
 built-in task (naive and optimized first), starting none after ``--time-limit`` seconds. Per
@@ -143,6 +145,42 @@ def check(profiles: Path, out: Path | None, k: int = 3) -> dict:
     return summary
 
 
+# What each flaw should look like to Nsight Compute (invented numbers, not measurements): lets the
+# check's recall half run before real profiles exist, and shows what the diagnosis keys on.
+SYNTHETIC = {
+    "uncoalesced": {"ld_efficiency_pct": 12.5, "ld_sectors_per_request": 32.0, "dram_pct": 38.0},
+    "bank_conflicts": {"smem_conflict_pct": 90.0},
+    "register_spills": {"spill_bytes": 7080, "registers": 64, "local_bytes": 4e9, "achieved_occupancy_pct": 40.0},
+    "low_occupancy": {"achieved_occupancy_pct": 17.0, "theoretical_occupancy_pct": 18.75,
+                      "occupancy_limiter": "registers", "registers": 155},
+    "tail_effect": {"waves": 1.14, "tail_idle_pct": 43.0, "dram_pct": 45.0},
+    "unfused_dram": {"dram_pct": 91.0},
+}
+
+
+def synthetic(out: Path) -> None:
+    """profiles.json for the flawed kernels from SYNTHETIC (marked 'synthetic': not measured)."""
+    from skillbase.models import KernelProfile, ProfileReport
+    from skillbase.toolchain import diagnose
+
+    base = {"duration_us": 500.0, "dram_pct": 50.0, "sm_pct": 30.0, "achieved_occupancy_pct": 70.0,
+            "theoretical_occupancy_pct": 100.0, "ld_efficiency_pct": 100.0, "ld_sectors_per_request": 16.0,
+            "smem_conflict_pct": 0.0, "waves": 20.0, "tail_idle_pct": 0.0, "local_bytes": 0.0}
+    rows = []
+    for job in jobs():
+        if job["kind"] != "flawed":
+            continue
+        flaw = job["name"].split("/", 1)[1]
+        k = KernelProfile(name=f"{flaw}_kernel", **{**base, **SYNTHETIC[flaw]})
+        findings, state = diagnose.diagnose([k])
+        report = ProfileReport(task=flaw, solution_hash="synthetic", device="synthetic", available=True, kernels=[k],
+                               findings=findings, state=state, metrics=k.metrics(),
+                               diagnosis=diagnose.summary(findings, state),
+                               techniques=diagnose.techniques_of(findings, state), notes=["synthetic: not measured"])
+        rows.append({**job, "report": report.model_dump(mode="json"), "synthetic": True})
+    out.write_text(json.dumps({"rows": rows, "synthetic": True}, indent=1))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -150,12 +188,17 @@ def main() -> int:
     r.add_argument("--out", type=Path, required=True)
     r.add_argument("--home", type=Path, default=ROOT / ".gpu-home")
     r.add_argument("--time-limit", type=float, default=420.0)
+    y = sub.add_parser("synthetic", help="write invented profiles of the flawed kernels (for the check on CPU)")
+    y.add_argument("--out", type=Path, required=True)
     c = sub.add_parser("check")
     c.add_argument("--profiles", type=Path, required=True)
     c.add_argument("--out", type=Path)
     args = ap.parse_args()
     if args.cmd == "run":
         return run(args.out, args.home, args.time_limit)
+    if args.cmd == "synthetic":
+        synthetic(args.out)
+        return 0
     summary = check(args.profiles, args.out)
     return 0 if summary["cases"] and summary["named"] == summary["cases"] else 1
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import random
 import statistics
 import sys
 import tempfile
@@ -99,11 +100,143 @@ def replay(tasks, attempts, lessons, profiles: dict[tuple[str, str], dict], work
             "with_profile": sum(1 for c in cases if c["state"])}
 
 
+# -- a synthetic world where the bottleneck state decides what pays ------------------------------------
+
+STATE_CLASSES = [("elementwise", "fp32", "large"), ("reduction", "fp32", "large"), ("softmax", "fp32", "large"),
+                 ("layout", "fp32", "medium"), ("norm", "fp32", "medium"), ("matmul", "fp16", "large")]
+STATE_METRICS = {
+    "uncoalesced": {"ld_efficiency_pct": 12.5, "ld_sectors_per_request": 32.0, "dram_pct": 38.0},
+    "low-occupancy": {"achieved_occupancy_pct": 17.0, "occupancy_limiter": "registers"},
+    "tail-effect": {"waves": 1.14, "tail_idle_pct": 43.0},
+    "dram-bound": {"dram_pct": 91.0},
+    "register-spills": {"spill_bytes": 4096.0, "local_bytes": 4e9},
+    "latency-bound": {"dram_pct": 20.0, "sm_pct": 15.0, "top_stall_pct": 70.0},
+}
+
+
+class _Zero(dict):
+    """A technique outside the family's candidates (a suggestion may name one) pays nothing here."""
+
+    def __missing__(self, key):
+        return 0.0
+
+
+class _Fail(dict):
+    def __missing__(self, key):
+        return 0.2
+
+
+class StateWorld:
+    """Ground truth per (family, state): in each state two techniques pay a lot (one the diagnosis names
+    for that state, chosen at random among them, and one drawn from the family's others), the rest a little
+    or nothing; a task class mixes states, so the roofline alone sees an average. Invented numbers."""
+
+    def __init__(self, retriever, seed: int):
+        from retrieval_eval import _synthetic_task, candidate_techniques
+
+        from skillbase.toolchain.diagnose import TECHNIQUES
+
+        self.rng = random.Random(seed)
+        self.cands: dict[str, list[str]] = {}
+        self.mu: dict[tuple[str, str, str], float] = {}
+        self.states: dict[str, list[str]] = {}
+        for fam, dtype, regime in STATE_CLASSES:
+            cand = candidate_techniques(retriever, _synthetic_task(f"probe_{fam}", fam, dtype, regime))
+            self.cands[fam] = cand
+            self.states[fam] = self.rng.sample(sorted(STATE_METRICS), 3)
+            base = {t: self.rng.gauss(0.0, 0.06) for t in cand}
+            for st in self.states[fam]:
+                named = [t for t in TECHNIQUES[st] if t in cand] or cand
+                keys = {self.rng.choice(named), self.rng.choice(cand)}
+                for t in cand:
+                    self.mu[fam, st, t] = base[t] + (self.rng.gauss(0.4, 0.1) if t in keys else 0.0)
+        self.fail = _Fail({t: self.rng.uniform(0.05, 0.35) for t in sorted({t for c in self.cands.values() for t in c})})
+
+    def task_mu(self, fam: str, state: str, task: str) -> dict[str, float]:
+        r = random.Random(task)
+        return _Zero({t: self.mu[fam, state, t] + r.gauss(0.0, 0.05) for t in self.cands[fam]})
+
+
+def state_profile(task: str, state: str):
+    """A ProfileReport carrying only a state, its metrics and the diagnosis's techniques."""
+    from skillbase.models import ProfileReport
+    from skillbase.toolchain.diagnose import TECHNIQUES
+
+    return ProfileReport(task=task, solution_hash="synthetic", device="synthetic", available=True, state=state,
+                         metrics=dict(STATE_METRICS[state]), techniques=list(TECHNIQUES[state]),
+                         diagnosis=f"synthetic profile: {state}")
+
+
+class ArmPolicy:
+    """suggest (expected improvement), from the roofline alone or with the task's profile."""
+
+    def __init__(self, arm: str, profile=None):
+        self.name, self.profile = arm, profile
+
+    def ranked(self, ctx, k):
+        return [s.technique for s in ctx.retriever.suggest(
+            task=ctx.task, attempts=ctx.attempts, k=k, rule="ei", profile=self.profile,
+            use_profiles=self.name == "profile")]
+
+
+def state_world_eval(workdir: Path, worlds: int = 2, history_tasks: int = 8, tests: int = 3, horizon: int = 12) -> dict:
+    """Top-1/top-3 of the truly best technique and session regret, both arms, in StateWorld."""
+    from retrieval_eval import POPULAR, SessionContext, _attempt, _synthetic_task, apply_step, ledger_retriever, session
+
+    hit = {arm: {"top1": [], "top3": []} for arm in ARMS}
+    regret: dict[str, list[float]] = {arm: [] for arm in ARMS}
+    for w in range(worlds):
+        store, retriever = ledger_retriever(workdir / f"state-world-{w}", evidence_except=None)
+        world, rng = StateWorld(retriever, 3000 + w), random.Random(4000 + w)
+        n = 0
+        for fam, dtype, regime in STATE_CLASSES:
+            for i in range(history_tasks):
+                state = world.states[fam][i % 3]
+                task = _synthetic_task(f"hist_{fam}_{i}_{w}", fam, dtype, regime)
+                mu = world.task_mu(fam, state, task.name)
+                root = _attempt(task, None, [], 1.0, "correct", n)
+                batch, best = [root], root
+                for _ in range(rng.randint(3, 6)):
+                    opts = [t for t in world.cands[fam] if t not in best.techniques]
+                    tech = rng.choices(opts, weights=[POPULAR.get(t, 1.0) * math.exp(mu[t] / 0.5) for t in opts])[0]
+                    n += 1
+                    a, _ = apply_step(world, rng, task, mu, best, tech, n)
+                    batch.append(a)
+                    if a.verdict == "correct" and a.median_ms < best.median_ms:
+                        best = a
+                store.ledger.record_attempts(batch)
+                store.ledger.record_profile(root.id, state_profile(task.name, state))
+        for fam, dtype, regime in STATE_CLASSES:
+            for i in range(tests):
+                state = world.states[fam][i % 3]
+                task = _synthetic_task(f"test_{fam}_{i}_{w}", fam, dtype, regime)
+                mu = world.task_mu(fam, state, task.name)
+                best_t = max(mu, key=mu.get)
+                root = _attempt(task, None, [], 1.0, "correct", 0)
+                for arm in ARMS:
+                    pol = ArmPolicy(arm, state_profile(task.name, state) if arm == "profile" else None)
+                    top = pol.ranked(SessionContext(retriever, task, [root], world.cands[fam], random.Random(i)), 3)
+                    hit[arm]["top1"].append(best_t in top[:1])
+                    hit[arm]["top3"].append(best_t in top[:3])
+                    regret[arm].append(session(world, retriever, pol, task, mu, horizon, seed=31 * i + 7 * w)[0])
+        retriever.close()
+        store.close()
+    return {"worlds": worlds, "test_tasks": worlds * len(STATE_CLASSES) * tests, "horizon": horizon,
+            "arms": {arm: {"top1": round(statistics.mean(hit[arm]["top1"]), 4),
+                           "top3": round(statistics.mean(hit[arm]["top3"]), 4),
+                           "regret": round(statistics.mean(regret[arm]), 4)} for arm in ARMS}}
+
+
+def markdown_arms(arms: dict) -> str:
+    lines = ["| arm | top-1 | top-3 | regret (ln gain) |", "|---|---|---|---|"]
+    for arm, m in arms.items():
+        lines.append(f"| {arm} | {m['top1']:.2f} | {m['top3']:.2f} | {m['regret']:.3f} |")
+    return "\n".join(lines)
+
+
 def markdown(result: dict) -> str:
     """The table for docs/benchmarks.md."""
-    lines = ["| arm | top-1 | top-3 | regret (ln gain) |", "|---|---|---|---|"]
-    for arm, m in result["arms"].items():
-        lines.append(f"| {arm} | {m['top1']:.2f} | {m['top3']:.2f} | {m['regret']:.3f} |")
+    lines = [markdown_arms(result["arms"])]
     lines.append(f"\n{len(result['cases'])} tasks replayed, {result['with_profile']} with a profile of their naive "
                  "solution.")
     return "\n".join(lines)
@@ -113,9 +246,22 @@ def main() -> int:
     from retrieval_eval import load_tasks, measured_lineages
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--profiles", type=Path, required=True, help="profiles.json from the GPU suite's profile part")
+    ap.add_argument("--profiles", type=Path, help="profiles.json from the GPU suite's profile part")
+    ap.add_argument("--state-world", action="store_true", help="also (or, without --profiles, only) the synthetic "
+                                                                "world where the state decides what pays")
+    ap.add_argument("--worlds", type=int, default=2)
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
+    if args.state_world:
+        with tempfile.TemporaryDirectory(prefix="sb-state-world-") as work:
+            world = state_world_eval(Path(work), worlds=args.worlds)
+        print("synthetic state world:\n" + markdown_arms(world["arms"]) +
+              f"\n{world['test_tasks']} test tasks, sessions of {world['horizon']} steps (regret: summed expected "
+              "log-gain lost against the best available technique)")
+        if args.out:
+            args.out.with_name(args.out.stem + "_state_world.json").write_text(json.dumps(world, indent=1))
+    if args.profiles is None:
+        return 0
     tasks = load_tasks()
     attempts, lessons = measured_lineages(tasks)
     with tempfile.TemporaryDirectory(prefix="sb-profile-eval-") as work:

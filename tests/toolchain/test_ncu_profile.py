@@ -215,3 +215,18 @@ def test_a_metric_ncu_does_not_know_is_dropped_and_the_run_retried(tmp_path, mon
     assert report.available and report.state == "uncoalesced" and report.kernels[0].tensor_pct is None
     assert "coalesced-access" in report.techniques and "dropped" in report.notes[-1]
     assert report.floor_us == pytest.approx(2 * 4 * 8192 * 8192 / 2933.2e9 * 1e6, rel=1e-3)
+
+
+def test_flawed_kernels_are_correct_under_the_interpreter():
+    """The deliberately flawed kernels are slow on purpose, never wrong: each Triton one matches its
+    task's reference at the small shape under the Triton interpreter (a real subprocess)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(root)}
+    proc = subprocess.run([sys.executable, str(root / "benchmarks" / "profile_flawed" / "check_cpu.py")],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.count(": ok") == 5
