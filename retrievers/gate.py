@@ -33,7 +33,11 @@ DEMOTE_LANGUAGE = 0.8
 DEMOTE_DRAFT = 0.8
 PROFILE_MATCH = 2.5  # a measured metric condition of the skill holds
 DEMOTE_PROFILE = 0.6
-AT_DRAM_LIMIT = {"elementwise-fusion", "epilogue-fusion", "roofline-stop"}
+# At the DRAM limit only moving fewer bytes helps: fusing, one pass instead of several, reuse on chip,
+# narrower types; or stopping.
+AT_DRAM_LIMIT = {"elementwise-fusion", "epilogue-fusion", "roofline-stop", "online-softmax", "one-pass-row-reduction",
+                 "welford", "recompute", "smem-tiling", "register-tiling", "program-swizzle", "flash-attention",
+                 "mixed-precision", "quantization"}
 GUESS_SOFTENING = 0.5  # a condition checked against a guess costs half as much (in log terms)
 
 
@@ -72,7 +76,8 @@ def _profile_gate(skill: Skill, q: Query, factor: float, reasons: list, matched:
         reasons.append(f"the profile does not show {failed[0]}")
         factor *= DEMOTE_PROFILE
     if q.profile_state == "dram-bound" and not set(skill.techniques) & AT_DRAM_LIMIT:
-        reasons.append("the profile shows DRAM at its peak: only fusion (fewer bytes) or stopping helps")
+        reasons.append("the profile shows DRAM at its peak: only moving fewer bytes (fusion, one pass, reuse) "
+                       "or stopping helps")
         factor *= DEMOTE_PROFILE
     return factor
 

@@ -136,7 +136,7 @@ class GraphRetriever:
         return posteriors(
             graph, family=family, task_class=task_class, bottleneck=q.bottleneck, arch=q.arch,
             skill_priors=priors, techniques=list(q.techniques),
-            out_of_scope=out_of_family(q.family, skills) - set(q.techniques) - set(q.profile_techniques),
+            out_of_scope=out_of_family(q.family, skills) - set(q.techniques),
             profile_state=q.profile_state,
         )
 

@@ -23,7 +23,7 @@ BUSY = 40.0  # below this on both DRAM and SM the kernel waits on latency
 LOCAL_BYTES_PER_US = 1e6  # 1 MB of local traffic per µs of kernel time is heavy spilling
 
 TECHNIQUES: dict[str, list[str]] = {
-    "dram-bound": ["elementwise-fusion", "epilogue-fusion", "roofline-stop"],
+    "dram-bound": ["elementwise-fusion", "epilogue-fusion", "one-pass-row-reduction", "online-softmax", "roofline-stop"],
     "uncoalesced": ["coalesced-access", "vectorized-access", "smem-transpose", "layout-change"],
     "bank-conflicts": ["bank-conflict-avoidance", "smem-transpose"],
     "register-spills": ["occupancy-tuning", "num-warps-tuning", "block-size-tuning"],
@@ -105,7 +105,7 @@ def kernel_findings(k: KernelProfile, family: str | None = None) -> list[Finding
                            "slots idle in the last wave", k.tail_idle_pct / 100)
     if (k.dram_pct or 0) >= DRAM_SATURATED:
         add("dram-bound", f"{k.name} runs at {k.dram_pct:.0f}% of peak DRAM throughput: only moving fewer bytes "
-                          "(fusing with its neighbours) makes it faster, or stop here", 0.35)
+                          "(fusing with its neighbours, one pass instead of several) makes it faster, or stop here", 0.35)
     if family in _TENSOR_FAMILIES and (k.sm_pct or 0) >= 50 and k.tensor_pct is not None and k.tensor_pct < 10:
         add("tensor-underused", f"{k.name} keeps the SMs {k.sm_pct:.0f}% busy with the tensor pipe at "
                                 f"{k.tensor_pct:.0f}%: the matrix product runs on CUDA cores", 0.7)
