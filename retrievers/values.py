@@ -137,6 +137,10 @@ def posteriors(
     measurements in the query's family."""
     levels = levels_for(family, task_class, bottleneck, profile_state)
     tables = [{v.technique: v for v in graph.technique_values(**kw, arch=None)} for kw in levels]
+    if profile_state and not tables[-1]:
+        # Nothing measured from this state yet: the task class and roofline bottleneck say more than nothing.
+        levels = levels_for(family, task_class, bottleneck)
+        tables = [{v.technique: v for v in graph.technique_values(**kw, arch=None)} for kw in levels]
     family_level = 1 if family else 0
     # A context below the family where nothing at all was measured (no step
     # recorded its bottleneck state, no class sibling yet) splits nothing:

@@ -114,3 +114,16 @@ def test_score_regret():
     m = profile_eval.score(["a", "b"], {"b"}, {"a": 1.5, "b": 3.0}, 3.0)
     assert m["top1"] == 0.0 and m["top3"] == 1.0
     assert m["regret"] == pytest.approx(__import__("math").log(2.0))
+
+
+def test_a_state_nothing_was_measured_from_falls_back_to_the_task_class(tmp_path):
+    from skillbase.retrievers.values import posteriors
+
+    store = LedgerStore(tmp_path / "ledger.sqlite3")
+    task = _synthetic_task("strided_scale", "elementwise", "fp32", "large")
+    (naive, opt), _ = lineage(task, 3.0)
+    store.ledger.record_attempts([naive, opt])
+    got = posteriors(store.graph, family="elementwise", task_class=task.signature, bottleneck=None, arch=None,
+                     profile_state="tail-effect")
+    assert got["coalesced-access"].samples == 1 and "class:" in got["coalesced-access"].context
+    store.close()
