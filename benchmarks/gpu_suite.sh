@@ -24,7 +24,7 @@
 #                three honest-but-wrong mutants: kb_agree.json.
 #   kb_adv       KernelBench's own adversarial kernels through the suite: kb_adv.json (KB_EVAL=1: theirs too).
 #   profile      (issue 17) Nsight Compute on every built-in solution and the flawed kernels of
-#                benchmarks/profile_flawed, one at a time, starting none after PROFILE_LIMIT s (default 420):
+#                benchmarks/profile_flawed, one at a time, starting none after PROFILE_LIMIT s (default 390; the part stays under 8 min):
 #                $OUT/profiles.json, profile_csv/ (raw CSVs: parser fixtures), profile.log. Then, on the CPU:
 #                .venv/bin/python benchmarks/profile_bench.py check --profiles $OUT/profiles.json
 # Needs torch with CUDA, triton and pydantic; wheels in .whl/ are installed to
@@ -121,7 +121,7 @@ for part in $PARTS; do
       $PY benchmarks/suite_bench.py scale --gpus "${GPUS:-2}" --json "$OUT/suite_scale.json" 2>&1 | tail -8
       [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
     profile)
-      $PY benchmarks/profile_bench.py run --out "$OUT" --home "$SKILLBASE_HOME" --time-limit "${PROFILE_LIMIT:-420}" \
+      $PY benchmarks/profile_bench.py run --out "$OUT" --home "$SKILLBASE_HOME" --time-limit "${PROFILE_LIMIT:-390}" \
         2>&1 | tee "$OUT/profile.log" | tail -50
       [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
     *) echo "unknown part: $part" >&2; status=2 ;;

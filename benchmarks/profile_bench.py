@@ -3,7 +3,7 @@
 Two steps, because the GPU machines lack chromadb:
 
     # on the GPU (gpu_suite.sh part `profile`): Nsight Compute on each candidate, raw CSVs and reports to OUT
-    PYTHONPATH=. python3 benchmarks/profile_bench.py run --out $OUT [--time-limit 420]
+    PYTHONPATH=. python3 benchmarks/profile_bench.py run --out $OUT [--time-limit 390]
     # afterwards, here (CPU): diagnosis and recall checks on the saved profiles
     .venv/bin/python benchmarks/profile_bench.py check --profiles $OUT/profiles.json --out /tmp/profile_check.json
     # before any GPU run: the same check on invented profiles of the flaws (SYNTHETIC below)
@@ -39,14 +39,12 @@ BUDGET_S = 30.0  # bar: one profile within 30 s at level-1 sizes on an H100
 
 def jobs() -> list[dict]:
     """(kind, task path or name, solution path or name, expected state and skills), flawed first."""
-    import yaml
-
     from skillbase.toolchain.tasks import builtin_names
 
     rel = FLAWED.relative_to(ROOT)  # paths relative to the checkout: the GPU box's differs from this one
     out = [{"kind": "flawed", "name": f"flawed/{n}", "task": str(rel / n / "task.py"),
             "solution": str(rel / n / "flawed.py"), "state": s["state"], "skills": s["skills"]}
-           for n, s in yaml.safe_load((FLAWED / "flaws.yaml").read_text()).items()]
+           for n, s in json.loads((FLAWED / "flaws.json").read_text()).items() if not n.startswith("_")]
     rest = []
     for task in builtin_names():
         sols = sorted(p.stem for p in (ROOT / "seeds" / "tasks" / task).glob("*.py") if p.stem != "task")
@@ -187,7 +185,7 @@ def main() -> int:
     r = sub.add_parser("run")
     r.add_argument("--out", type=Path, required=True)
     r.add_argument("--home", type=Path, default=ROOT / ".gpu-home")
-    r.add_argument("--time-limit", type=float, default=420.0)
+    r.add_argument("--time-limit", type=float, default=390.0)
     y = sub.add_parser("synthetic", help="write invented profiles of the flawed kernels (for the check on CPU)")
     y.add_argument("--out", type=Path, required=True)
     c = sub.add_parser("check")

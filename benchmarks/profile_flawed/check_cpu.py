@@ -6,6 +6,7 @@ interpreter, at the task's small shape (CPU only; set TRITON_INTERPRET=1 before 
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -35,11 +36,9 @@ def check(name: str) -> str:
 
 
 def main() -> int:
-    import yaml
-
-    flaws = yaml.safe_load((HERE / "flaws.yaml").read_text())
+    flaws = json.loads((HERE / "flaws.json").read_text())
     bad = 0
-    for name, spec in flaws.items():
+    for name, spec in ((n, s) for n, s in flaws.items() if not n.startswith("_")):
         if spec["language"] != "triton":
             print(f"{name}: skipped (CUDA C++ runs on a GPU only)")
             continue
