@@ -74,13 +74,13 @@ def profile_request(req: dict, workdir: Path, progress) -> dict:
             cmd = ncu.command(exe, argv, kernels, [m for m in metrics if m not in bad])
             code, stdout, stderr = _run(cmd, workdir, timeout - (time.perf_counter() - start))
         log = stdout + "\n" + stderr
-        out["ncu"] = {"command": " ".join(cmd[:-2] + ["REQUEST", "RESULT"]), "wall_s": round(time.perf_counter() - start, 2),
-                      "passes": ncu.passes(log), "exit_code": code, "clock_control": "none"}
+        out["ncu"] = {"command": " ".join(cmd[:-2] + ["REQUEST", "RESULT"]),
+                      "wall_s": round(time.perf_counter() - start, 2), "passes": ncu.passes(log), "exit_code": code,
+                      "clock_control": "none"}
         out["csv"] = stdout[-MAX_CSV_CHARS:]
         out["log"] = stderr[-4000:]
         if code is None:
-            out.update(unavailable="ncu_timeout", detail=f"ncu exceeded its {req.get('ncu_timeout_s', NCU_TIMEOUT_S):g} s "
-                                                         "limit and was killed")
+            out.update(unavailable="ncu_timeout", detail=f"ncu exceeded its {timeout:g} s limit and was killed")
         elif ncu.not_permitted(log):
             out.update(unavailable="ncu_not_permitted",
                        detail="ncu may not read the GPU's performance counters (ERR_NVGPUCTRPERM): run as root, or "
@@ -168,7 +168,8 @@ def assemble(task: TaskInfo, solution_hash: str, device: str, hw: Hardware, raw:
                 hardware=hw, compile=compiled, **_roofline_fields(task, hw))
     run = NcuRun(**{**raw["ncu"], "kernels": 0}) if raw.get("ncu") else None
     if raw.get("tool") != "ncu":
-        timed = [TimedKernel(name=k["name"], duration_us=round(k["duration_us"], 3)) for k in raw.get("torch_kernels", [])]
+        timed = [TimedKernel(name=k["name"], duration_us=round(k["duration_us"], 3))
+                 for k in raw.get("torch_kernels", [])]
         notes = [f"torch profiler failed too: {raw['torch_error'][:500]}"] if raw.get("torch_error") else []
         report = ProfileReport(**base, available=False, unavailable=raw.get("unavailable") or "ncu_failed",
                                unavailable_detail=raw.get("detail", ""), torch_kernels=timed, ncu=run,
