@@ -9,7 +9,7 @@
 #   PARTS="bench" TASKS="relu row_softmax" bash benchmarks/gpu_suite.sh
 #
 # PARTS: any of env tests bench launch cuda_build diag tune campaign suite_kb suite_scale kb_agree kb_adv ray_smoke
-# ray_scale (default: env tests bench). launch: launch-bound timing. cuda_build: a CUDA C++ candidate cold, then in
+# ray_scale profile (default: env tests bench). launch: launch-bound timing. cuda_build: a CUDA C++ candidate cold, then in
 # a second process (cuda_build.json). tune: the memory-bound sweep. DIAG: specs for diag. TASKS: built-in task names
 # (default: all). NCU: TASK/SOLUTION specs to compare with Nsight Compute.
 # Suite parts (issue 15; KB=path of a KernelBench checkout for the kb ones, RUNS=where run
@@ -30,6 +30,10 @@
 #                same verdicts, medians within 2% (ray_smoke.json).
 #   ray_scale    all GPUs: 12 distinct candidates, warm, local pool and Ray on 1 GPU and on all; Ray on all
 #                over Ray on 1 (bar 1.8x on 2 GPUs), verdicts and medians against the local pool (ray_scale.json).
+#   profile      (issue 17) Nsight Compute on every built-in solution and the flawed kernels of
+#                benchmarks/profile_flawed, one at a time, starting none after PROFILE_LIMIT s (default 390; the part stays under 8 min):
+#                $OUT/profiles.json, profile_csv/ (raw CSVs: parser fixtures), profile.log. Then, on the CPU:
+#                .venv/bin/python benchmarks/profile_bench.py check --profiles $OUT/profiles.json
 # Needs torch with CUDA, triton and pydantic; wheels in .whl/ are installed to
 # /tmp/site first when pydantic is missing (machines without a package index).
 set -uo pipefail
@@ -144,6 +148,10 @@ for part in $PARTS; do
       ensure_ray || { status=2; continue; }
       mode=${part#ray_}
       $PY benchmarks/ray_bench.py "$mode" --json "$OUT/$part.json" 2>&1 | grep -v "^\s*$" | tee "$OUT/$part.log" | tail -12
+      [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
+    profile)
+      $PY benchmarks/profile_bench.py run --out "$OUT" --home "$SKILLBASE_HOME" --time-limit "${PROFILE_LIMIT:-390}" \
+        2>&1 | tee "$OUT/profile.log" | tail -50
       [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
     *) echo "unknown part: $part" >&2; status=2 ;;
   esac

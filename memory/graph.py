@@ -21,7 +21,10 @@ of log-gain, last seen), ``implements`` (skill -> technique), ``teaches``
 class), ``in-family`` (class -> family), ``measured-on`` (task -> hardware),
 ``sub-family-of`` (family -> the broader family it belongs to: conv_transpose
 -> conv), ``has-family`` (task -> each further family its traced forward
-shows, with its rank: the group norm after a convolution).
+shows, with its rank: the group norm after a convolution), ``in-state`` (attempt ->
+``pstate:<state>``, the discretised bottleneck state its profile showed). Steps from a
+parent whose profile is known also count in ``pstate:<state>`` and
+``pfstate:<family>|<state>`` contexts: what each technique was worth in that state.
 
 A step's techniques are those the child claims beyond its parent's (all of the
 child's when it claims nothing new); the context of a value sample is the
@@ -177,6 +180,17 @@ def context_node(
     return "all"
 
 
+def state_node(state: str, family: str | None = None) -> str:
+    """The graph node holding value statistics of steps taken from kernels in profile state ``state``."""
+    return f"pfstate:{family}|{state}" if family else f"pstate:{state}"
+
+
+def _state_contexts(family: str | None, state: str | None) -> list[str]:
+    if not state:
+        return []
+    return [state_node(state)] + ([state_node(state, family)] if family else [])
+
+
 def _contexts(signature: str | None, family: str | None, bottleneck: str | None) -> list[str]:
     out = ["all"]
     if family:
@@ -242,6 +256,8 @@ class ReasoningGraph:
             rows["experience", r["id"]] = r
         for r in ledger.feedback_rows(ids.get("feedback", [])):
             rows["feedback", r["id"]] = r
+        for r in ledger.profile_rows(ids.get("profile", [])) if ids.get("profile") else []:
+            rows["profile", r["id"]] = r
         for name in dict.fromkeys(ids.get("skill", [])):
             rows["skill", name] = ledger.get_skill(name)
         for name in dict.fromkeys(ids.get("technique", [])):
@@ -367,7 +383,8 @@ class ReasoningGraph:
         if not timed_parent or (c["verdict"] == "correct" and gain is None):
             return
         arch = c["arch"] or "any"
-        for ctx in _contexts(p["sig"], self.g.nodes[f"class:{p['sig']}"]["family"], p["bn"]):
+        family = self.g.nodes[f"class:{p['sig']}"]["family"]
+        for ctx in _contexts(p["sig"], family, p["bn"]) + _state_contexts(family, p.get("ps")):
             self._node(ctx, kind=ctx.split(":", 1)[0])
             for t in step:
                 stats = self._edge(ctx, f"tech:{t}", f"value|{arch}", kind="value", arch=arch, stats=_new_stats())
@@ -416,6 +433,32 @@ class ReasoningGraph:
                     stats = self._edge(ctx, f"tech:{t}", f"value|{arch}", kind="value", arch=arch, stats=_new_stats())
                     _update(stats["stats"], r["gain"], when)
 
+    def _put_profile(self, r: dict[str, Any]) -> None:
+        """An attempt's profile state: the attempt joins its state node, and the steps already taken
+        from it count in the state's contexts (a profile may arrive after its children)."""
+        node, state = f"att:{r['attempt_id']}", r["state"]
+        if node not in self.g or not state or self.g.nodes[node].get("ps"):
+            return  # the first profile of an attempt fixes its state; a re-profile must not count steps twice
+        a = self.g.nodes[node]
+        a["ps"] = state
+        self._node(f"pstate:{state}", kind="pstate")
+        self.g.add_edge(node, f"pstate:{state}", key="in-state")
+        if a["verdict"] != "correct" or not (a["ms"] or 0) > 0:
+            return
+        family = self.g.nodes[f"class:{a['sig']}"]["family"]
+        for _, child, key, data in list(self.g.out_edges(node, keys=True, data=True)):
+            if key != "derived-from":
+                continue
+            c = self.g.nodes[child]
+            if c["verdict"] == "correct" and data.get("gain") is None:
+                continue
+            arch = c["arch"] or "any"
+            for ctx in _state_contexts(family, state):
+                self._node(ctx, kind=ctx.split(":", 1)[0])
+                for t in data["techniques"]:
+                    stats = self._edge(ctx, f"tech:{t}", f"value|{arch}", kind="value", arch=arch, stats=_new_stats())
+                    _update(stats["stats"], data.get("gain"), c["created"])
+
     def _put_skill(self, skill) -> None:
         node = f"skill:{skill.name}"
         attrs = self._node(node, kind="skill")
@@ -446,13 +489,14 @@ class ReasoningGraph:
         arch: str | None = None,
         *,
         min_tries: int = 1,
+        profile_state: str | None = None,
     ) -> list[TechniqueValue]:
         """Techniques ranked by measured value in the most specific context
         given (task class and bottleneck > task class > family and bottleneck >
         family > bottleneck > everything), on ``arch`` or pooled over all
         architectures. Best first by ``score`` (mean log-gain minus one
         standard error)."""
-        ctx = context_node(task_class, family, bottleneck)
+        ctx = state_node(profile_state, family) if profile_state else context_node(task_class, family, bottleneck)
         pooled: dict[str, dict[str, float]] = {}
         with self._lock:
             if ctx not in self.g:

@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from skillbase.errors import InvalidInput
-from skillbase.models import Attempt, Experience, Feedback, SkillVersion, Technique
+from skillbase.models import Attempt, Experience, Feedback, ProfileReport, SkillVersion, Technique
 
 from skillbase.memory.ledger import Ledger
 from skillbase.memory.records import TaskRecord, parse_signature
@@ -33,6 +33,7 @@ _MODELS = {
     "experience": Experience,
     "skill_version": SkillVersion,
     "feedback": Feedback,
+    "profile": ProfileReport,
 }
 
 

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from skillbase.errors import InvalidInput, LimitExceeded, NotFound, StoreError, UnknownTechnique
-from skillbase.models import Attempt, Experience, Feedback, Skill, SkillVersion, TaskInfo, Technique, content_hash, utcnow
+from skillbase.models import (Attempt, Experience, Feedback, ProfileReport, Skill, SkillVersion, TaskInfo, Technique,
+                              content_hash, utcnow)
 
 from skillbase.memory.records import Change, TaskRecord, check_finite, parse_signature, sort_time
 from skillbase.memory.schema import migrate, read_version
@@ -713,12 +714,49 @@ class Ledger:
             out += [dict(zip(("id", "item_kind", "item_id", "used", "improved"), r)) for r in rows]
         return out
 
+    # -- profiles ------------------------------------------------------------
+
+    def record_profile(self, attempt_id: str, profile: ProfileReport) -> str:
+        """Store a profile with its attempt; returns the profile id. The same profile stored twice is one row."""
+        # The raw CSV stays with the caller: the ledger keeps the parsed counters, bounded in size.
+        profile = profile.model_copy(update={"attempt_id": attempt_id, "raw_csv": ""})
+        with self.write() as cur:
+            if cur.execute("SELECT 1 FROM attempts WHERE id=?", (attempt_id,)).fetchone() is None:
+                raise NotFound(f"no attempt {attempt_id!r} in the ledger", hint="benchmark the candidate first")
+            return self._insert_profile(cur, profile)[0]
+
+    def _insert_profile(self, cur: sqlite3.Cursor, profile: ProfileReport) -> tuple[str, bool]:
+        record = profile.model_dump_json()
+        self._check_size(record, "the profile")
+        pid = "prf_" + content_hash(profile.attempt_id or "", record)
+        if cur.execute("SELECT 1 FROM profiles WHERE id=?", (pid,)).fetchone() is not None:
+            return pid, False
+        cur.execute("INSERT INTO profiles(id, attempt_id, state, created_at, record) VALUES (?, ?, ?, ?, ?)",
+                    (pid, profile.attempt_id, profile.state, sort_time(utcnow()), record))
+        self._change(cur, "profile", pid)
+        return pid, True
+
+    def get_profile(self, attempt_id: str) -> ProfileReport | None:
+        """The latest profile with counters stored with an attempt (else the latest of any), or None."""
+        rows = self._query("SELECT record FROM profiles WHERE attempt_id=? ORDER BY state IS NOT NULL DESC, seq DESC "
+                           "LIMIT 1", (attempt_id,))
+        return ProfileReport.model_validate_json(rows[0][0]) if rows else None
+
+    def profile_rows(self, ids: Sequence[str]) -> list[dict[str, Any]]:
+        """(id, attempt_id, state) of profiles, for the graph."""
+        out = []
+        for chunk in _chunks(list(ids), 500):
+            rows = self._query(
+                f"SELECT id, attempt_id, state FROM profiles WHERE id IN ({','.join('?' * len(chunk))})", chunk)
+            out += [dict(zip(("id", "attempt_id", "state"), r)) for r in rows]
+        return out
+
     # -- bulk reads for export -----------------------------------------------
 
     def iter_export_rows(self, cur: sqlite3.Cursor) -> Iterator[tuple[str, str]]:
         """(kind, record JSON) for every record, in an order that imports
         cleanly: techniques, tasks, attempts (parents first), experiences,
-        skill versions, feedback. ``cur`` must be inside ``snapshot()``."""
+        skill versions, feedback, profiles. ``cur`` must be inside ``snapshot()``."""
         for (record,) in cur.execute("SELECT record FROM techniques ORDER BY name"):
             yield "technique", record
         for row in cur.execute(
@@ -735,6 +773,8 @@ class Ledger:
             yield "skill_version", record
         for (record,) in cur.execute("SELECT record FROM feedback ORDER BY seq"):
             yield "feedback", record
+        for (record,) in cur.execute("SELECT record FROM profiles ORDER BY seq"):
+            yield "profile", record
 
     def import_records(self, records: Sequence[tuple[int, str, Any]]) -> int:
         """Insert validated records (line number, kind, model) in one
@@ -766,6 +806,10 @@ class Ledger:
             return int(self._insert_skill_version(cur, rec))
         if kind == "feedback":
             return int(self._insert_feedback(cur, rec)[1])
+        if kind == "profile":
+            if not rec.attempt_id or cur.execute("SELECT 1 FROM attempts WHERE id=?", (rec.attempt_id,)).fetchone() is None:
+                raise InvalidInput(f"profile of attempt {rec.attempt_id!r}, which is not in the ledger")
+            return int(self._insert_profile(cur, rec)[1])
         raise InvalidInput(f"unknown record kind {kind!r}")
 
     def _import_task(self, cur: sqlite3.Cursor, t: TaskRecord) -> bool:

@@ -140,9 +140,22 @@ _V2 = (
     "CREATE INDEX feedback_item ON feedback(item_kind, item_id)",
 )
 
+# Profiles (Nsight Compute counters, diagnosis, bottleneck state), each stored with its attempt.
+_V3 = (
+    """CREATE TABLE profiles (
+        seq INTEGER PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE,
+        attempt_id TEXT NOT NULL,
+        state TEXT,
+        created_at TEXT NOT NULL,
+        record TEXT NOT NULL)""",
+    "CREATE INDEX profiles_attempt ON profiles(attempt_id, seq)",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "records, techniques and the change log", _V1),
     Migration(2, "indexes for list, lineage and technique queries", _V2),
+    Migration(3, "profiles stored with their attempts", _V3),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

@@ -30,7 +30,8 @@ from typing import Any
 from skillbase.config import Settings
 from skillbase.errors import ConfigError, InvalidInput, SkillbaseError, StoreError
 from skillbase.models import (
-    Attempt, BenchReport, CompileReport, Experience, Feedback, Skill, SkillVersion, TaskInfo, Technique, content_hash,
+    Attempt, BenchReport, CompileReport, Experience, Feedback, ProfileReport, Skill, SkillVersion, TaskInfo, Technique,
+    content_hash,
 )
 
 from skillbase import seeds
@@ -325,6 +326,16 @@ class Store:
         return self.ledger.list_attempts(
             task=task, session=session, limit=limit, since=since, technique=technique, verdict=verdict, run=run
         )
+
+    def record_profile(self, attempt_id: str, profile: ProfileReport) -> str:
+        """Store a profile with its attempt (the graph gains its bottleneck state); returns its id."""
+        pid = self.ledger.record_profile(attempt_id, profile)
+        self._sync_quietly(wait=False)
+        return pid
+
+    def get_profile(self, attempt_id: str) -> ProfileReport | None:
+        """The latest profile with counters stored with an attempt (else the latest of any), or None."""
+        return self.ledger.get_profile(attempt_id)
 
     def lineage(self, attempt_id: str) -> list[Attempt]:
         """The attempt's chain of parents, root first, ending with it."""

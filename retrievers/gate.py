@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from skillbase.models import CODE_FEATURES, Skill, arch_number
+from skillbase.models import CODE_FEATURES, Skill, arch_number, parse_metric_condition
 
 from skillbase.retrievers.query import Query
 
@@ -31,6 +31,13 @@ DEMOTE_BOTTLENECK = 0.6
 DEMOTE_MISSING_FEATURE = 0.6
 DEMOTE_LANGUAGE = 0.8
 DEMOTE_DRAFT = 0.8
+PROFILE_MATCH = 2.5  # a measured metric condition of the skill holds
+DEMOTE_PROFILE = 0.6
+# At the DRAM limit only moving fewer bytes helps: fusing, one pass instead of several, reuse on chip,
+# narrower types; or stopping.
+AT_DRAM_LIMIT = {"elementwise-fusion", "epilogue-fusion", "roofline-stop", "online-softmax", "one-pass-row-reduction",
+                 "welford", "recompute", "smem-tiling", "register-tiling", "program-swizzle", "flash-attention",
+                 "mixed-precision", "quantization"}
 GUESS_SOFTENING = 0.5  # a condition checked against a guess costs half as much (in log terms)
 
 
@@ -50,6 +57,45 @@ class GateResult:
         if self.verdict == "pass":
             return f"applies ({', '.join(self.matched)})" if self.matched else "nothing known rules it out"
         return f"{self.verdict}ed: " + "; ".join(self.reasons)
+
+
+def _profile_gate(skill: Skill, q: Query, factor: float, reasons: list, matched: list) -> float:
+    """Measured counters beat every estimate: a skill whose metric condition holds is raised,
+    one whose conditions all fail is demoted, and at the DRAM limit only fusion or stopping is kept up."""
+    held, failed = [], []
+    for cond in skill.applies_when.metrics:
+        verdict = metric_condition(cond, q.profile_metrics)
+        if verdict is True:
+            held.append(cond)
+        elif verdict is False:
+            failed.append(cond)
+    if held:
+        matched.append(f"profile: {held[0]}")
+        return factor * PROFILE_MATCH
+    if failed:
+        reasons.append(f"the profile does not show {failed[0]}")
+        factor *= DEMOTE_PROFILE
+    if q.profile_state == "dram-bound" and not set(skill.techniques) & AT_DRAM_LIMIT:
+        reasons.append("the profile shows DRAM at its peak: only moving fewer bytes (fusion, one pass, reuse) "
+                       "or stopping helps")
+        factor *= DEMOTE_PROFILE
+    return factor
+
+
+def metric_condition(cond: str, metrics: dict) -> bool | None:
+    """Evaluate 'METRIC OP VALUE' (OP one of < <= > >= == !=) against ``metrics``; None when the metric
+    is unknown there or the condition does not parse (``lint`` reports the latter)."""
+    parsed = parse_metric_condition(cond)
+    if parsed is None or parsed[0] not in metrics:
+        return None
+    have, op, want = metrics[parsed[0]], parsed[1], parsed[2]
+    if isinstance(have, str):
+        return (have == want) if op == "==" else (have != want) if op == "!=" else None
+    try:
+        x = float(want)
+    except ValueError:
+        return None
+    return {"<": have < x, "<=": have <= x, ">": have > x, ">=": have >= x, "==": have == x, "!=": have != x}[op]
 
 
 def _soft(factor: float, guessed: bool) -> float:
@@ -102,6 +148,9 @@ def gate(skill: Skill, q: Query) -> GateResult:
             reasons.append(f"helps {'/'.join(w.bottlenecks)}-bound kernels; this one is {q.bottleneck}-bound"
                            + (" (estimated)" if q.bottleneck_from != "report" else ""))
 
+    if q.profile_metrics:
+        factor = _profile_gate(skill, q, factor, reasons, matched)
+
     code = q.code
     if code is not None and (code.features or code.kernels):
         unsure = code.parse_error is not None
@@ -124,7 +173,7 @@ def gate(skill: Skill, q: Query) -> GateResult:
             factor *= DEMOTE_LANGUAGE
             reasons.append(f"written for {'/'.join(skill.languages)}, the candidate is {code.language}")
 
-    specific = any(m.startswith(("family ", "has ")) for m in matched)
+    specific = any(m.startswith(("family ", "has ", "profile: ")) for m in matched)
     if filtered:
         return GateResult(skill.name, "filter", 0.0, tuple(filtered + reasons), tuple(matched), specific)
     verdict = "pass" if factor >= 0.999 else "demote"

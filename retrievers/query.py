@@ -15,7 +15,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from skillbase.errors import InvalidInput
-from skillbase.models import BenchReport, CodeFeatures, TaskInfo, Technique, arch_number, family_lineage
+from skillbase.models import (BenchReport, CodeFeatures, ProfileReport, TaskInfo, Technique, arch_number,
+                              family_lineage)
 
 from skillbase.retrievers.features import MAX_ANALYZED_BYTES, analyze_source
 from skillbase.retrievers.tokens import BOTTLENECK_WORDS, DTYPE_WORDS, FAMILY_WORDS, first_match
@@ -82,6 +83,9 @@ class Query:
     verdict: str | None = None  # of the report, when one was given
     pct_sol: float | None = None  # percent of speed of light, from the report or the words
     notes: tuple[str, ...] = field(default=())
+    profile_state: str | None = None  # the profile's discretised bottleneck state (PROFILE_STATES), when one was given
+    profile_metrics: dict = field(default_factory=dict)  # the profiled main kernel's metrics by PROFILE_METRICS name
+    profile_techniques: tuple[str, ...] = ()  # what the profile's diagnosis says to try, most relevant first
 
     @property
     def task_class(self) -> str | None:
@@ -119,6 +123,8 @@ class Query:
             parts.append("techniques=" + ",".join(self.techniques))
         if self.applied:
             parts.append("applied=" + ",".join(self.applied))
+        if self.profile_state:
+            parts.append(f"profile={self.profile_state}")
         if self.words:
             parts.append(f"text={self.words[:120]!r}")
         return "; ".join(parts)
@@ -152,6 +158,7 @@ def build_query(
     matcher: TechniqueMatcher | None = None,
     max_source_bytes: int = MAX_ANALYZED_BYTES,
     applied: Iterable[str] = (),
+    profile: ProfileReport | None = None,
 ) -> Query:
     """A Query from any combination of inputs. InvalidInput when there is
     nothing to go on (every input missing or blank) or an input has the wrong
@@ -165,6 +172,8 @@ def build_query(
         raise InvalidInput(f"task must be a TaskInfo, got {type(task).__name__}", hint="load it with Toolchain.load_task")
     if report is not None and not isinstance(report, BenchReport):
         raise InvalidInput(f"report must be a BenchReport, got {type(report).__name__}")
+    if profile is not None and not isinstance(profile, ProfileReport):
+        raise InvalidInput(f"profile must be a ProfileReport, got {type(profile).__name__}")
     has_source = bool(source and source.strip())
     if not (words or task or has_source or report):
         raise InvalidInput(
@@ -190,14 +199,25 @@ def build_query(
         if f in FEATURE_TECHNIQUE:
             used.setdefault(FEATURE_TECHNIQUE[f])
     families = tuple(task.families) if task is not None and task.families and task.family == family else ()
+    if profile is not None and profile.diagnosis and profile.available:
+        words = (words + " " if words else "") + profile.diagnosis
     q = Query(
         text="", lexical="", words=words, applied=tuple(used), inputs=inputs, task_name=task_name, family=family,
         families=families, dtype=dtype, regime=regime,
         bottleneck=bottleneck, bottleneck_from=bn_from, arch=arch_used,
         code=analysis.code if analysis else None, code_summary=analysis.summary if analysis else None,
         techniques=techniques, verdict=report.verdict if report else None, pct_sol=pct_sol, notes=tuple(notes),
+        **_profile_facts(profile),
     )
     return _with_texts(q, task, report)
+
+
+def _profile_facts(profile: ProfileReport | None) -> dict:
+    """The profile's state, metrics and techniques, when it measured counters."""
+    if profile is None or not profile.available:
+        return {}
+    return {"profile_state": profile.state, "profile_metrics": dict(profile.metrics),
+            "profile_techniques": tuple(profile.techniques)}
 
 
 def _words(text: str | None, notes: list[str]) -> str:

@@ -16,7 +16,8 @@ from typing import Any
 
 from skillbase.config import Settings
 from skillbase.errors import InvalidInput, NotFound
-from skillbase.models import Attempt, BenchReport, RecallItem, RecallResult, Suggestion, TaskInfo, Tolerance
+from skillbase.models import (Attempt, BenchReport, ProfileReport, RecallItem, RecallResult, Suggestion, TaskInfo,
+                              Tolerance)
 
 from skillbase.retrievers import hybrid
 from skillbase.retrievers.catalog import Catalog
@@ -64,6 +65,7 @@ class Retriever:
         kinds: tuple[str, ...] = ("skill", "experience"),
         mode: str = "hybrid",
         run: str | None = None,
+        profile: ProfileReport | None = None,
     ) -> RecallResult:
         """The ``k`` skills, experiences (and, if asked, attempts) most likely
         to make this kernel faster, each with its score parts and why.
@@ -75,7 +77,9 @@ class Retriever:
         'graph'). When a task is given, ``suggestions`` holds the next
         techniques to try. ``run`` (a suite run's name) keeps only that run's
         attempts and the experiences tied to them (skills belong to no run: with
-        ``run``, the default kinds are attempts and experiences). InvalidInput
+        ``run``, the default kinds are attempts and experiences). ``profile`` (a
+        ProfileReport with counters) conditions the gate and the technique values on
+        its measured bottleneck state. InvalidInput
         for an empty query or bad arguments; NotFound for an unknown task name
         given alone.
         """
@@ -84,13 +88,13 @@ class Retriever:
             kinds = ("attempt", "experience")
         k, kinds = _check(k, kinds, mode)
         notes: list[str] = []
-        info = self._task(task, notes, alone=not (text or source or report))
+        info = self._task(task, notes, alone=not (text or source or report or profile))
         known = self._attempt_of(report) if report is not None else None
         if known is not None:
             notes.append(f"the report is of attempt {known.id} ({', '.join(known.techniques) or 'no techniques'})")
         q = build_query(text=text, task=info, source=source, report=report, arch=arch, matcher=self.catalog.matcher,
                         max_source_bytes=self.settings.max_source_bytes,
-                        applied=known.techniques if known is not None else ())
+                        applied=known.techniques if known is not None else (), profile=profile)
         notes = list(q.notes) + notes
         gates = self.graph.gates(q)
         beliefs = self.graph.technique_beliefs(q, gates) if mode in ("hybrid", "graph") else {}
@@ -199,13 +203,17 @@ class Retriever:
         k: int = 3,
         seed: int | None = None,
         rule: str = "ei",
+        profile: ProfileReport | None = None,
+        use_profiles: bool = True,
     ) -> list[Suggestion]:
         """The ``k`` techniques to try next on ``task``, given the attempts
         already made on it (None: read them from the store). Never repeats a
         technique in the current best candidate, nor one whose last try here
         failed or was slower unless the evidence says retry. ``rule`` is
         'ei' (expected improvement of one try, the default), 'thompson'
-        (sampling; deterministic for a seed) or 'ucb'."""
+        (sampling; deterministic for a seed) or 'ucb'. ``profile`` conditions the
+        ranking on a measured bottleneck state; without one, the profile stored with
+        the best attempt is used (``use_profiles=False``: the roofline alone)."""
         if not isinstance(k, int) or not 1 <= k <= 20:
             raise InvalidInput(f"k must be an integer from 1 to 20, got {k!r}")
         if rule not in RULES:
@@ -217,9 +225,12 @@ class Retriever:
             raise InvalidInput("attempts must be a list of Attempt records", hint="store.list_attempts(task=...)")
         mem = task_memory(attempts)
         best = mem.best
+        if profile is None and use_profiles:
+            profile = self._stored_profile(best or (max(attempts, key=lambda a: a.created_at) if attempts else None))
         q = build_query(task=info, source=best.source if best else None, report=best.bench_report if best else None,
                         arch=arch or (best.arch if best and best.arch != "cpu" else None), matcher=self.catalog.matcher,
-                        max_source_bytes=self.settings.max_source_bytes)
+                        max_source_bytes=self.settings.max_source_bytes,
+                        profile=profile if use_profiles else None)
         gates = self.graph.gates(q)
         beliefs = self.graph.technique_beliefs(q, gates)
         return self._suggest(q, info, attempts, gates, beliefs, k, seed, rule)
@@ -233,6 +244,12 @@ class Retriever:
                 skills_for.setdefault(t, []).append(name)
         titles = {t: self.catalog.title(t) for t, *_ in ranked}
         return suggestions(ranked, titles=titles, skills_for=skills_for, gates=gates, mem=mem, rule=rule)
+
+    def _stored_profile(self, attempt: Attempt | None) -> ProfileReport | None:
+        if attempt is None:
+            return None
+        getter = getattr(self.store.ledger, "get_profile", None)
+        return getter(attempt.id) if getter is not None else None
 
     def _attempt_of(self, report: BenchReport) -> Attempt | None:
         """The recorded attempt a report was made from (same task and source

@@ -91,10 +91,15 @@ def _update(mean: float, var: float, n: int, total: float, obs_var: float) -> tu
     return (mean / var + total / obs_var) / precision, 1.0 / precision
 
 
-def levels_for(family: str | None, task_class: str | None, bottleneck: str | None) -> list[dict]:
-    """Contexts from general to specific, as technique_values keyword sets."""
+def levels_for(family: str | None, task_class: str | None, bottleneck: str | None,
+               profile_state: str | None = None) -> list[dict]:
+    """Contexts from general to specific, as technique_values keyword sets. A measured profile
+    state replaces the task class and roofline bottleneck below the family."""
     bn = bottleneck if bottleneck and bottleneck != "unknown" else None
     out: list[dict] = [{}]
+    if profile_state:
+        return out + ([{"family": family}, {"family": family, "profile_state": profile_state}] if family
+                      else [{"profile_state": profile_state}])
     if family:
         out.append({"family": family})
         if task_class:
@@ -124,13 +129,18 @@ def posteriors(
     skill_priors: dict[str, tuple[float, float]] | None = None,
     techniques: list[str] | None = None,
     out_of_scope: set[str] | frozenset[str] = frozenset(),
+    profile_state: str | None = None,
 ) -> dict[str, Posterior]:
     """Posterior per technique (those with data, with a skill prior, or named
     in ``techniques``) for the query's context on ``arch``. Techniques in
     ``out_of_scope`` (no skill is written for this family) learn only from
     measurements in the query's family."""
-    levels = levels_for(family, task_class, bottleneck)
+    levels = levels_for(family, task_class, bottleneck, profile_state)
     tables = [{v.technique: v for v in graph.technique_values(**kw, arch=None)} for kw in levels]
+    if profile_state and not tables[-1]:
+        # Nothing measured from this state yet: the task class and roofline bottleneck say more than nothing.
+        levels = levels_for(family, task_class, bottleneck)
+        tables = [{v.technique: v for v in graph.technique_values(**kw, arch=None)} for kw in levels]
     family_level = 1 if family else 0
     # A context below the family where nothing at all was measured (no step
     # recorded its bottleneck state, no class sibling yet) splits nothing:

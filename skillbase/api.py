@@ -32,7 +32,7 @@ from skillbase.config import Settings
 from skillbase.errors import InvalidInput, LimitExceeded, NotFound, SkillbaseError
 from skillbase.models import (
     Attempt, AttemptSummary, BenchmarkResult, BenchReport, Candidate, CompileReport, Experience, Feedback,
-    InitReport, RecallResult, Skill, SkillVersion, Suggestion, TaskInfo, TaskSummary,
+    InitReport, ProfileReport, RecallResult, Skill, SkillVersion, Suggestion, TaskInfo, TaskSummary,
 )
 from skillbase.toolchain import roofline, understand
 
@@ -223,6 +223,27 @@ class SkillBase:
         return BenchmarkResult(attempt_id=attempt.id, report=report, parent_id=parent_id, gain_vs_parent=gain,
                                recorded=True)
 
+    def profile(self, task: str | TaskInfo, solution: str | None = None, *, source: str | None = None,
+                device: str = "auto", attempt_id: str | None = None, progress: Progress | None = None,
+                record: bool = True) -> ProfileReport:
+        """Profile a candidate's own kernels with Nsight Compute: per-kernel counters, a diagnosis in plain
+        words, the matching techniques and a bottleneck state. Stored with ``attempt_id`` (default: the
+        latest attempt of this task with the same source), where the graph and later suggestions use its
+        state. Without a GPU or ncu: ``available=False``, why, and what was measured instead."""
+        info = self.task(task)
+        cand = self.candidate(info, solution, source)
+        report = self.toolchain.profile(info, cand, device, progress=progress)
+        if not record:
+            return report
+        target = self.memory.get_attempt(attempt_id).id if attempt_id else next(
+            (a.id for a in self.memory.list_attempts(task=info.name, limit=500) if a.source_hash == cand.source_hash),
+            None)
+        if target is None:
+            return report.model_copy(update={"notes": report.notes + [
+                "not stored: no attempt of this source yet (benchmark it first, or pass attempt_id)"]})
+        self.memory.record_profile(target, report)
+        return report.model_copy(update={"attempt_id": target})
+
     def record_evaluation(self, task: str | TaskInfo, report: BenchReport, *, source: str,
                           parent_id: str | None = None, techniques: Iterable[str] = (), session: str | None = None,
                           agent: str | None = None, run: str | None = None, notes: str = "",
@@ -240,7 +261,8 @@ class SkillBase:
 
     def recall(self, text: str | None = None, *, task: str | TaskInfo | None = None, source: str | None = None,
                report: BenchReport | None = None, arch: str | None = None, k: int = 5,
-               kinds: tuple[str, ...] = ("skill", "experience"), run: str | None = None) -> RecallResult:
+               kinds: tuple[str, ...] = ("skill", "experience"), run: str | None = None,
+               profile: ProfileReport | None = None) -> RecallResult:
         """The skills and past experiences most likely to speed up this kernel on this
         GPU, each with why it was chosen and its measured evidence; with a task, also
         the next techniques to try. ``run`` (a suite run directory's name) keeps only
@@ -252,7 +274,7 @@ class SkillBase:
             except NotFound:
                 info = task  # a task only the store has seen (recorded from another machine)
         return self.retriever.recall(text=text, task=info, source=source, report=report, arch=arch, k=k, kinds=kinds,
-                                     run=run)
+                                     run=run, profile=profile)
 
     def suggest(self, task: str | TaskInfo, *, session: str | None = None, arch: str | None = None, k: int = 3,
                 seed: int | None = None) -> list[Suggestion]:

@@ -410,6 +410,57 @@ def render_bench(result) -> int | None:
 
 
 @app.command()
+def profile(ctx: typer.Context, task: Annotated[str, typer.Argument(help="Built-in name or task file.")],
+            solution: Annotated[str, typer.Argument(help="Solution file, or a built-in solution name.")],
+            device: Annotated[str, typer.Option(help="auto, cuda, cuda:N or cpu.")] = "auto",
+            attempt: Annotated[Optional[str], typer.Option("--attempt", help="Store with this attempt.")] = None,
+            as_json: Json = False) -> None:
+    """Profile the candidate's kernels with Nsight Compute: counters per kernel, a diagnosis, techniques.
+    Exit 9 when the counters are unavailable (no GPU, no ncu): the answer says what was measured instead."""
+    sb = _sb(ctx)
+
+    def work():
+        with progress_bar() as bar:
+            job = bar.add_task("profiling", total=1.0)
+            return sb.profile(task, solution, device=device, attempt_id=attempt,
+                              progress=lambda f, m: bar.update(job, completed=f, description=m))
+
+    run(as_json, work, render_profile)
+
+
+def render_profile(r) -> int | None:
+    if not r.available:
+        out.print(f"[yellow]counters unavailable[/] ({r.unavailable}): {r.unavailable_detail}")
+        for m in r.measured_instead:
+            out.print(f"  measured instead: {m}")
+        for k in r.torch_kernels[:12]:
+            out.print(f"  {k.name}: {k.duration_us:.2f} µs (torch profiler, one call)")
+        return CHECK_FAILED
+    t = table("kernel", "µs", "DRAM %", "L2 %", "SM %", "occ % (theo, limit)", "regs", "ld sect/req", "smem confl %",
+              "waves", "top stall")
+    for k in r.kernels:
+        stall = f"{k.stalls[0].reason} {k.stalls[0].share_pct:.0f}%" if k.stalls else "-"
+        t.add_row(k.name[:40], _f(k.duration_us), _f(k.dram_pct, ".0f"), _f(k.l2_pct, ".0f"), _f(k.sm_pct, ".0f"),
+                  f"{_f(k.achieved_occupancy_pct, '.0f')} ({_f(k.theoretical_occupancy_pct, '.0f')}, "
+                  f"{k.occupancy_limiter or '-'})", str(k.registers or "-"), _f(k.ld_sectors_per_request, ".1f"),
+                  _f(k.smem_conflict_pct, ".0f"), _f(k.waves), stall)
+    out.print(t)
+    out.print(f"state: [bold]{r.state}[/]; {r.diagnosis}")
+    if r.ncu:
+        out.print(f"  Nsight Compute: {r.ncu.kernels} kernel(s), {r.ncu.wall_s:.1f} s wall (its own overhead "
+                  f"included), passes {r.ncu.passes or '?'}, clocks unlocked")
+    if r.attempt_id:
+        out.print(f"  stored with attempt {r.attempt_id}")
+    for n in r.notes:
+        out.print(f"  note: {n}")
+    return None
+
+
+def _f(v: float | None, spec: str = ".2f") -> str:
+    return "-" if v is None else format(v, spec)
+
+
+@app.command()
 def recall(ctx: typer.Context,
            query_or_task: Annotated[str, typer.Argument(help="A task (name or file) or plain words.")],
            k: Annotated[int, typer.Option("--k", "-k", help="How many items.")] = 5,

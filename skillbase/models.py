@@ -519,6 +519,9 @@ class AppliesWhen(Record):
     min_arch: str | None = Field(None, description="e.g. 'sm_90' for Hopper-only techniques")
     requires_features: list[str] = Field(default_factory=list, description="names from CODE_FEATURES")
     excludes_features: list[str] = Field(default_factory=list, description="names from CODE_FEATURES")
+    metrics: list[str] = Field(default_factory=list, description=(
+        "profile conditions, any one of which makes the skill apply, as 'METRIC OP VALUE' with a metric from "
+        "PROFILE_METRICS, e.g. 'ld_sectors_per_request > 8' or 'occupancy_limiter == registers'"))
 
 
 class Evidence(Record):
@@ -728,3 +731,167 @@ class InitReport(Record):
     records_imported: int = Field(description="seeded attempts and experiences new to this store")
     experiences_total: int
     seconds: float
+
+
+# ---------------------------------------------------------------------------
+# Profiles (Nsight Compute, or what was measured instead)
+# ---------------------------------------------------------------------------
+
+PROFILE_METRICS: dict[str, str] = {
+    "duration_us": "kernel duration, µs (gpu__time_duration.sum)",
+    "dram_pct": "DRAM throughput, % of peak sustained",
+    "l2_pct": "L2 throughput, % of peak sustained",
+    "sm_pct": "SM throughput, % of peak sustained",
+    "tensor_pct": "tensor pipe utilisation, % of peak sustained while active",
+    "achieved_occupancy_pct": "achieved occupancy: resident warps, % of the SM's maximum",
+    "theoretical_occupancy_pct": "theoretical occupancy, % of the SM's maximum warps",
+    "occupancy_limiter": "what caps theoretical occupancy: registers, shared_memory, block_size or blocks (a word)",
+    "registers": "registers per thread",
+    "spill_bytes": "bytes spilled to local memory per thread (compile report; ptxas)",
+    "local_bytes": "local-memory bytes moved (spills at run time), bytes",
+    "l1_hit_pct": "L1 hit rate, %",
+    "l2_hit_pct": "L2 hit rate, %",
+    "ld_sectors_per_request": "32-byte sectors per global load request",
+    "st_sectors_per_request": "32-byte sectors per global store request",
+    "ld_efficiency_pct": "bytes used of each loaded sector, % (100: fully coalesced)",
+    "st_efficiency_pct": "bytes used of each stored sector, %",
+    "smem_conflict_pct": "shared-memory bank conflicts, % of shared wavefronts",
+    "waves": "waves per SM: blocks launched over the blocks resident at once on the whole GPU",
+    "tail_idle_pct": "share of the last wave's block slots left idle, % (tail effect)",
+    "top_stall_pct": "share of the most frequent warp-stall reason, %",
+}
+"""Per-kernel profile metrics by the names skills use in ``applies_when.metrics``."""
+
+PROFILE_STATES: dict[str, str] = {
+    "dram-bound": "DRAM throughput near peak: only moving fewer bytes (fusion) helps, or stop",
+    "uncoalesced": "global accesses touch many more sectors than they use",
+    "bank-conflicts": "shared-memory accesses serialise on bank conflicts",
+    "register-spills": "registers spill to local memory",
+    "low-occupancy": "too few warps resident to hide latency",
+    "tail-effect": "the grid leaves SMs idle: a partial last wave or fewer blocks than SMs",
+    "compute-bound": "arithmetic pipes near peak",
+    "tensor-underused": "a matrix product running off the tensor cores",
+    "latency-bound": "neither memory nor compute busy: warps wait on dependencies",
+    "balanced": "no single limiter stands out",
+}
+"""Discretised bottleneck states of a profiled kernel (graph nodes ``pstate:<state>``)."""
+
+METRIC_CONDITION = re.compile(r"([a-z_0-9]+)\s*(<=|>=|==|!=|<|>)\s*([A-Za-z0-9_.+-]+)")
+"""A skill's metric condition: 'METRIC OP VALUE', e.g. 'dram_pct > 85' or 'occupancy_limiter == registers'."""
+OCCUPANCY_LIMITERS = ("registers", "shared_memory", "block_size", "blocks")
+
+
+def parse_metric_condition(cond: str) -> tuple[str, str, str] | None:
+    """('dram_pct', '>', '85') from 'dram_pct > 85'; None when it is not of that form."""
+    m = METRIC_CONDITION.fullmatch(cond.strip())
+    return (m.group(1), m.group(2), m.group(3)) if m else None
+
+
+ProfileUnavailable = Literal["no_gpu", "ncu_missing", "ncu_not_permitted", "ncu_failed", "ncu_timeout",
+                             "candidate_failed", "no_own_kernels"]
+
+
+class StallShare(Record):
+    reason: str = Field(description="warp-stall reason as Nsight Compute names it, e.g. 'long_scoreboard'")
+    share_pct: float = Field(description="share of all stall cycles per issued instruction, %")
+
+
+class KernelProfile(Record):
+    """One profiled kernel launch: what Nsight Compute measured, None where it did not (see ``missing``)."""
+
+    name: str
+    grid: str | None = None
+    block: str | None = None
+    duration_us: float | None = None
+    dram_pct: float | None = None
+    l2_pct: float | None = None
+    sm_pct: float | None = None
+    tensor_pct: float | None = None
+    achieved_occupancy_pct: float | None = None
+    theoretical_occupancy_pct: float | None = None
+    occupancy_limiter: str | None = Field(None, description="registers | shared_memory | block_size | blocks")
+    registers: int | None = None
+    spill_bytes: int | None = Field(None, description="from the compile report, when it was available")
+    local_bytes: float | None = None
+    l1_hit_pct: float | None = None
+    l2_hit_pct: float | None = None
+    ld_sectors_per_request: float | None = None
+    st_sectors_per_request: float | None = None
+    ld_efficiency_pct: float | None = None
+    st_efficiency_pct: float | None = None
+    smem_conflict_pct: float | None = None
+    waves: float | None = None
+    tail_idle_pct: float | None = None
+    stalls: list[StallShare] = Field(default_factory=list, description="top warp-stall reasons, largest first")
+    missing: dict[str, str] = Field(default_factory=dict, description="metric -> why it has no value")
+
+    def metrics(self) -> dict[str, float | str]:
+        """The values by PROFILE_METRICS name (what skill conditions are checked against)."""
+        out: dict[str, float | str] = {}
+        for name in PROFILE_METRICS:
+            v = self.stalls[0].share_pct if name == "top_stall_pct" and self.stalls else getattr(self, name, None)
+            if v is not None:
+                out[name] = v
+        return out
+
+
+class Finding(Record):
+    """One problem the diagnosis found, in plain words, with what to do about it."""
+
+    kernel: str
+    problem: str = Field(description="a PROFILE_STATES key")
+    summary: str = Field(description="plain words with the numbers, e.g. 'uncoalesced loads: 32.0 sectors per "
+                                     "request, 4.0 expected'")
+    severity: float = Field(description="0..1: the share of the kernel's time it plausibly costs")
+    techniques: list[str] = Field(default_factory=list, description="techniques that address it")
+
+
+class TimedKernel(Record):
+    name: str
+    duration_us: float = Field(description="device time of one launch, µs (torch profiler / CUPTI)")
+    calls: int = 1
+
+
+class NcuRun(Record):
+    """How Nsight Compute was run and what it cost."""
+
+    command: str
+    wall_s: float = Field(description="wall time of the whole ncu run, s (start, warm-up, replays)")
+    kernels: int = 0
+    passes: list[int] = Field(default_factory=list, description="replay passes per profiled kernel")
+    clock_control: str = "none"
+    exit_code: int | None = None
+
+
+class ProfileReport(Record):
+    """A candidate's profile: per-kernel counters and a diagnosis, or, when Nsight Compute could not
+    run, why not and what was measured instead (torch profiler kernel list, compile report, roofline)."""
+
+    task: str
+    task_signature: str = ""
+    solution_hash: str
+    device: str
+    hardware: Hardware | None = None
+    available: bool = Field(description="True when Nsight Compute counters were measured")
+    unavailable: ProfileUnavailable | None = None
+    unavailable_detail: str = ""
+    measured_instead: list[str] = Field(default_factory=list)
+    kernels: list[KernelProfile] = Field(default_factory=list)
+    torch_kernels: list[TimedKernel] = Field(default_factory=list)
+    findings: list[Finding] = Field(default_factory=list, description="most severe first")
+    state: str | None = Field(None, description="the discretised bottleneck state (a PROFILE_STATES key)")
+    metrics: dict[str, float | str] = Field(default_factory=dict,
+                                            description="the dominant kernel's metrics by PROFILE_METRICS name")
+    diagnosis: str = Field("", description="a few plain sentences")
+    techniques: list[str] = Field(default_factory=list, description="matching techniques, most relevant first")
+    bound: Bottleneck = "unknown"
+    bytes_moved: int = 0
+    flops: int = 0
+    floor_us: float | None = Field(None, description="roofline floor on this GPU's measured peaks, µs")
+    kernel_time_us: float | None = Field(None, description="sum of the profiled kernels' durations, µs")
+    compile: CompileReport | None = None
+    ncu: NcuRun | None = None
+    raw_csv: str = Field("", description="Nsight Compute's CSV (--page raw), clipped")
+    attempt_id: str | None = Field(None, description="the attempt this profile is stored with")
+    notes: list[str] = Field(default_factory=list)
+    wall_s: float = 0.0

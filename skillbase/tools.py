@@ -37,8 +37,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from skillbase import seeds
 from skillbase.errors import InvalidInput, NotFound
 from skillbase.models import (
-    AppliesWhen, AttemptSummary, BenchmarkResult, CompileReport, Experience, Language, RecallResult, Skill,
-    Suggestion, TaskSummary,
+    AppliesWhen, AttemptSummary, BenchmarkResult, CompileReport, Experience, Language, ProfileReport, RecallResult,
+    Skill, Suggestion, TaskSummary,
 )
 
 if TYPE_CHECKING:
@@ -54,6 +54,7 @@ MAX_DIAGNOSTICS = 20
 MAX_EVIDENCE_PER_ITEM = 5
 MAX_SKILL_BODY_CHARS = 16_000
 MAX_EXAMPLE_CHARS = 24_000
+MAX_PROFILED_KERNELS = 16
 
 _BUILTIN_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
 _ATTEMPT_ID = r"^att_[0-9a-f]{12}_[0-9a-f]{8}$"
@@ -134,6 +135,14 @@ class BenchmarkKernelInput(_Candidate):
     session: Session | None = None
     device: Literal["auto", "cuda", "cpu"] = Field(
         "auto", description="'auto' uses a GPU when there is one; 'cpu' only verifies, under the Triton interpreter")
+
+
+class ProfileKernelInput(_Candidate):
+    device: Literal["auto", "cuda", "cpu"] = Field(
+        "auto", description="'auto' profiles on a GPU when there is one; without one the answer says what was "
+                            "measured instead")
+    attempt_id: AttemptId | None = Field(
+        None, description="store the profile with this attempt (default: the latest attempt of the same source)")
 
 
 class RecallInput(ToolInput):
@@ -365,10 +374,20 @@ def recall(sb: "SkillBase", args: RecallInput, ctx: CallContext) -> RecallResult
         attempt = sb.get_attempt(args.attempt_id)
         source, report, task = source or attempt.source, attempt.bench_report, task or attempt.task
     task_ref = resolve_task(task, ctx) if task else None
+    profile = sb.memory.get_profile(args.attempt_id) if args.attempt_id else None
     result = sb.recall(args.query, task=task_ref, source=source, report=report, arch=args.arch, k=args.k,
-                       run=args.run)
+                       run=args.run, profile=profile)
     items = [i.model_copy(update={"evidence": i.evidence[:MAX_EVIDENCE_PER_ITEM]}) for i in result.items]
     return result.model_copy(update={"items": items})
+
+
+def profile_kernel(sb: "SkillBase", args: ProfileKernelInput, ctx: CallContext) -> ProfileReport:
+    _check_attempts(sb, args.attempt_id)
+    report = sb.profile(resolve_task(args.task, ctx), **_candidate(args, ctx), device=args.device,
+                        attempt_id=args.attempt_id, progress=ctx.progress)
+    # The raw CSV is for fixtures and humans (the CLI's --json has it); the counters are parsed above it.
+    return report.model_copy(update={"raw_csv": "", "kernels": report.kernels[:MAX_PROFILED_KERNELS],
+                                     "findings": report.findings[:MAX_DIAGNOSTICS]})
 
 
 def suggest_next(sb: "SkillBase", args: SuggestNextInput, ctx: CallContext) -> SuggestionList:
@@ -574,9 +593,24 @@ TOOLS: list[ToolSpec] = [
             "Find the skills and past experiences most likely to make this kernel faster on this GPU, each with a "
             "score, why it was chosen and its measured evidence; with a task, also the techniques worth trying "
             "next. Call it after load_task, and again after a benchmark with `attempt_id` so the query uses that "
-            "candidate's code, verdict and bottleneck. Give at least one of `task`, `query` (plain words such as "
+            "candidate's code, verdict, bottleneck and stored profile. Give at least one of `task`, `query` (plain words such as "
             "'softmax rows too wide for registers'), `source` or `attempt_id`. Read a recalled skill in full with "
             "get_skill. Cheap: about 0.05-0.5 s.")),
+    ToolSpec(
+        name="profile_kernel", title="Profile a candidate's kernels", input_model=ProfileKernelInput,
+        output_model=ProfileReport, fn=profile_kernel, read_only=False, long_running=True,
+        description=(
+            "Profile a candidate's own kernels with Nsight Compute and say what limits them: per kernel the "
+            "duration, DRAM and L2 throughput as % of peak, SM and tensor-pipe utilisation, achieved vs "
+            "theoretical occupancy and its limiter, registers and spills, L1/L2 hit rates, sectors per global "
+            "load/store request and the top warp-stall reasons; then a diagnosis in plain words (such as 'uncoalesced "
+            "loads: 32.0 sectors per request, 4.0 expected'), the matching techniques and a bottleneck `state`. "
+            "Use it when a correct candidate is slower than its roofline floor and you need to know why before "
+            "choosing the next change. The profile is stored with the candidate's attempt (benchmark it first), "
+            "and recall and suggest_next then condition on its state. Without a GPU or ncu the answer has "
+            "`available: false`, the reason, and what was measured instead (kernel list with durations, compile "
+            "report, roofline). It does not verify correctness (benchmark_kernel does). Takes 10-40 s on a GPU; "
+            "bounded by a timeout.")),
     ToolSpec(
         name="suggest_next", title="Suggest the next technique", input_model=SuggestNextInput,
         output_model=SuggestionList, fn=suggest_next,

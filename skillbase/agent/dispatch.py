@@ -124,7 +124,7 @@ class ToolRunner:
         args = dict(arguments)
         if name in OWN_SESSION_TOOLS:
             args["session"] = self.state.session
-        if name == "benchmark_kernel":
+        if name in ("benchmark_kernel", "profile_kernel"):
             args["device"] = self.state.device
             if not args.get("parent_id") and self.state.best_id:
                 args["parent_id"] = self.state.best_id

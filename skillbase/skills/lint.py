@@ -49,7 +49,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from skillbase.config import Settings
 from skillbase.errors import InvalidInput, NotFound, SkillbaseError, UnknownTechnique
-from skillbase.models import CODE_FEATURES, DTYPES, FAMILIES, Record, Skill
+from skillbase.models import (CODE_FEATURES, DTYPES, FAMILIES, OCCUPANCY_LIMITERS, PROFILE_METRICS, Record, Skill,
+                              parse_metric_condition)
 from skillbase.skills.files import SKILL_FILE, check_relative_path, write_folder
 from skillbase.skills.markdown import EXAMPLE_FILE_KEYS, SkillFormatError, is_builtin_task_ref, read_skill_file
 
@@ -199,12 +200,34 @@ def _check_applies_when(t: _Target) -> None:
             if feat not in CODE_FEATURES:
                 t.add("error", "feature-unknown", f"unknown code feature {feat!r}; known: {', '.join(CODE_FEATURES)}",
                       f"applies_when.{key}.{i}")
+    for i, cond in enumerate(w.metrics):
+        _check_metric_condition(t, cond, f"applies_when.metrics.{i}")
     both = sorted(set(w.requires_features) & set(w.excludes_features))
     if both:
         t.add("error", "feature-conflict", f"features both required and excluded: {', '.join(both)}", "applies_when")
     if not t.skill.languages:
         t.add("warning", "languages-missing", "no languages: say whether it applies to triton, cuda or both",
               "languages")
+
+
+def _check_metric_condition(t: _Target, cond: str, where: str) -> None:
+    parsed = parse_metric_condition(cond)
+    if parsed is None:
+        t.add("error", "metric-condition", f"metric condition {cond!r} is not 'METRIC OP VALUE' "
+                                           "(e.g. 'dram_pct > 85')", where)
+        return
+    name, op, value = parsed
+    if name not in PROFILE_METRICS:
+        t.add("error", "metric-unknown", f"unknown profile metric {name!r}; known: {', '.join(PROFILE_METRICS)}", where)
+    elif name == "occupancy_limiter":
+        if op not in ("==", "!=") or value not in OCCUPANCY_LIMITERS:
+            t.add("error", "metric-condition", f"occupancy_limiter compares with == or != to one of "
+                                               f"{', '.join(OCCUPANCY_LIMITERS)}, not {op} {value!r}", where)
+    else:
+        try:
+            float(value)
+        except ValueError:
+            t.add("error", "metric-condition", f"{name} is a number; {value!r} is not", where)
 
 
 def _sections(body: str) -> dict[str, str]:

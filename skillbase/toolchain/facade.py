@@ -28,8 +28,9 @@ from typing import Callable
 from skillbase.config import Settings
 from skillbase.errors import InvalidInput, LimitExceeded, NotFound, TaskError, ToolchainUnavailable
 from skillbase.models import (BenchReport, Candidate, Check, CompileReport, CorrectnessReport, Diagnostic,
-                              ErrorInfo, Hardware, TaskInfo, TimingStats, content_hash)
+                              ErrorInfo, Hardware, ProfileReport, TaskInfo, TimingStats, content_hash)
 
+from skillbase.toolchain import profile as profiler
 from skillbase.toolchain import roofline, shrink, static, tasks
 from skillbase.toolchain.schedule import Durations, Picker
 from skillbase.toolchain.cache import JsonCache, make_key, toolchain_versions
@@ -256,6 +257,47 @@ class Toolchain:
                 return self._evaluate(task, candidate, worker, progress, use_cache)
         worker = "cpu" if kind == "cpu" else (device if device.startswith("cuda:") else "cuda:0")
         return self._evaluate(task, candidate, worker, progress, use_cache)
+
+    def profile(self, task: TaskInfo, candidate: Candidate, device: str = "auto", *,
+                progress: Progress | None = None, ncu: bool = True) -> ProfileReport:
+        """Profile the candidate's own kernels with Nsight Compute in a worker (see ``toolchain/profile.py``):
+        per-kernel counters, a diagnosis and a bottleneck state. Without a GPU, or when ncu is missing or not
+        permitted, a ProfileReport with ``available=False``, the reason, and what was measured instead
+        (torch profiler kernel list on a GPU; the compile report and the roofline always). Never raises for
+        a missing GPU; the candidate is not verified here (benchmark does that)."""
+        start = time.perf_counter()
+        check_source_size(candidate.source, self.settings.max_source_bytes)
+        try:
+            kind = self._device_kind(device)
+        except ToolchainUnavailable as e:
+            kind, why = "cpu", f"{e.message}: Nsight Compute needs a CUDA GPU"
+        else:
+            why = "profiling needs a CUDA GPU; this run is on the CPU (Triton interpreter)"
+        worker = device if device.startswith("cuda:") else "cuda:0"
+        hw = self._hardware_of(worker) if kind == "cuda" else None
+        try:
+            compiled = self.compile(task, candidate, hw.arch if hw and hw.arch.startswith("sm_") else "sm_90")
+        except Exception as e:  # noqa: BLE001  (the profile still stands without it)
+            compiled, why = None, why + f"; the compile report failed too: {e}"
+        chash = candidate.source_hash
+        if kind == "cpu":
+            report = profiler.unavailable_report(task, chash, "cpu", None, "no_gpu", why, compiled)
+            return report.model_copy(update={"wall_s": round(time.perf_counter() - start, 3)})
+        req = {"op": "profile", "task_path": task.path, "shape": None, "source": candidate.source,
+               "ncu_timeout_s": profiler.NCU_TIMEOUT_S, "no_ncu": not ncu}
+        try:
+            reply = self.pool.get(worker).request(
+                req, timeout=profiler.NCU_TIMEOUT_S + profiler.TORCH_TIMEOUT_S + 60, progress=progress)
+        except WorkerDied as d:
+            reason = "ncu_timeout" if d.reason == "timeout" else "candidate_failed"
+            report = profiler.unavailable_report(task, chash, worker, hw, reason, d.detail, compiled)
+            return report.model_copy(update={"wall_s": round(time.perf_counter() - start, 3)})
+        if not reply.get("ok"):
+            report = profiler.unavailable_report(task, chash, worker, hw, "candidate_failed",
+                                                 str(reply.get("error"))[:1000], compiled)
+        else:
+            report = profiler.assemble(task, chash, worker, hw, reply["result"], candidate.source, compiled)
+        return report.model_copy(update={"wall_s": round(time.perf_counter() - start, 3)})
 
     def worker_names(self, device: str = "auto", workers: int | None = None) -> list[str]:
         """The workers a batch on ``device`` spreads over: every GPU of the host (or the first

@@ -191,6 +191,10 @@ def handle(env, kind: str, req: dict, channel: Channel) -> dict:
         from skillbase.toolchain.compile import compile_request
 
         return compile_request(env.torch, req, env.workdir)
+    if op == "profile":
+        from skillbase.toolchain.profile import profile_request
+
+        return profile_request(req, env.workdir, progress)
     if op == "describe":
         from skillbase.toolchain import roofline
 

@@ -40,10 +40,10 @@ def test_migration_from_an_older_schema_keeps_data(tmp_path):
     conn.execute("INSERT INTO outbox(kind, item_id, op, created_at) VALUES ('task', 'x', 'put', '2026-01-01')")
     conn.close()
     led = Ledger.open(path, seed_techniques=SEEDS)
-    assert led.schema_version == 2
+    assert led.schema_version == SCHEMA_VERSION
     assert led.changes_after(0, 1)[0].item_id == "x"
     indexes = {r[0] for r in led._query("SELECT name FROM sqlite_master WHERE type='index'")}
-    assert "attempts_parent" in indexes
+    assert "attempts_parent" in indexes and "profiles_attempt" in indexes
     led.close()
 
 

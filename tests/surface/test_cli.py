@@ -91,7 +91,7 @@ def test_demo_drives_a_whole_session_over_stdio(cli, fresh_home):
     result = cli("demo", "--json", home=fresh_home)
     assert result.exit_code == 0, result.stderr[-3000:]
     t = DemoTranscript.model_validate_json(result.stdout)
-    assert t.ok and len(t.tools) == 9
+    assert t.ok and len(t.tools) == 10
     called = [s.tool for s in t.steps]
     for tool in ("load_task", "recall", "compile_kernel", "benchmark_kernel", "record_lesson", "suggest_next"):
         assert tool in called

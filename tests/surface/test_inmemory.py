@@ -51,6 +51,9 @@ BAD_CALLS = [
     ("propose_skill", {"name": "a-skill", "description": "d"}, "`body` is required"),
     ("propose_skill", {"name": "a-skill", "description": "d", "body": "b", "from_experiences": [NO_EXPERIENCE]},
      NO_EXPERIENCE),
+    ("profile_kernel", {"task": "relu"}, "exactly one of `source`"),
+    ("profile_kernel", {"task": "relu", "source": NAIVE, "attempt_id": NO_ATTEMPT}, "attempt_history"),
+    ("profile_kernel", {"task": "relu", "source": NAIVE, "device": "tpu"}, "`device`"),
     ("attempt_history", {"task": "../../../etc/passwd"}, "outside the workspace"),
     ("attempt_history", {"task": "relu", "limit": 0}, "`limit`"),
 ]
@@ -186,3 +189,21 @@ def test_resources_and_prompt(server):
     assert "`matmul`" in prompt.messages[0].content.text and "up to 2 rounds" in prompt.messages[0].content.text
     assert missing and NO_ATTEMPT in missing
     assert alive.contents[0].text == skill.contents[0].text
+
+
+def test_profile_without_a_gpu_is_a_typed_unavailable_answer(server):
+    """No GPU here: profile_kernel answers (never hangs or errors) with the reason and what was measured instead."""
+    async def calls(client):
+        return [await client.call_tool("profile_kernel", {"task": "relu", "source": NAIVE, "device": d})
+                for d in ("cuda", "auto")]
+
+    for result in _run(server, calls):
+        assert not result.is_error, result.content[0].text
+        p = result.structured_content
+        assert p["available"] is False and p["unavailable"] == "no_gpu" and p["kernels"] == []
+        assert p["compile"]["ok"] and p["compile"]["kernels"][0]["name"] == "relu_kernel"
+        assert any(m.startswith("roofline: memory-bound") for m in p["measured_instead"])
+        if p["attempt_id"]:  # the seeded store holds this source's measured attempt: stored with it
+            assert server[0].memory.get_profile(p["attempt_id"]).unavailable == "no_gpu"
+        else:
+            assert "not stored" in p["notes"][-1]
