@@ -114,7 +114,8 @@ def kernelbench_verdict(kb: Path, problem_file: Path, candidate: Path, timeout: 
         f.write(KB_CHILD)
     try:
         p = subprocess.run([sys.executable, f.name, str(src), str(problem_file), str(candidate)], capture_output=True,
-                           text=True, timeout=timeout, env={**os.environ, "PYTHONPATH": str(src)})
+                           text=True, timeout=timeout, env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                               [str(src), *filter(None, [os.environ.get("PYTHONPATH")])])})
     except subprocess.TimeoutExpired:
         return {"compiled": False, "correct": False, "error": f"timed out after {timeout:.0f} s"}
     finally:
