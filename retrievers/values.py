@@ -34,6 +34,7 @@ import math
 from dataclasses import dataclass
 
 from skillbase.memory.graph import TechniqueValue
+from skillbase.models import FAMILIES
 
 ROOT_PRIOR = (0.0, 0.09)  # mean, variance of a technique's log-gain before any evidence (sd 0.3: x0.74-x1.35)
 LEVEL_VAR = 0.03  # how far a task class, bottleneck state or arch may stray from its parent context (sd 0.17)
@@ -138,6 +139,7 @@ def posteriors(
     while len(tables) > family_level + 1 and not tables[-1]:
         tables.pop()
         levels.pop()
+    siblings = _sibling_families(graph, family) if family else {}
     arch_table = {v.technique: v for v in graph.technique_values(**levels[-1], arch=arch)} if arch else {}
     if arch and not arch_table:
         arch = None
@@ -149,17 +151,35 @@ def posteriors(
         chain = [tab.get(t) for tab in tables] + ([arch_table.get(t)] if arch else [])
         if not scoped:
             chain[:family_level] = [None] * family_level
-        p = _posterior(t, chain, spread, family_level, (skill_priors or {}).get(t))
+        sib = [tab[t] for tab in siblings.values() if t in tab] if scoped else None
+        p = _posterior(t, chain, spread, family_level, (skill_priors or {}).get(t), sib)
         p.in_scope = scoped
         out[t] = p
     return out
 
 
+def _sibling_families(graph, family: str) -> dict[str, dict]:
+    """Per other family, its technique table: the root level's evidence, one family at a time."""
+    out = {}
+    for f in FAMILIES:
+        if f != family:
+            table = {v.technique: v for v in graph.technique_values(family=f)}
+            if table:
+                out[f] = table
+    return out
+
+
 def _posterior(t: str, chain: list, spread: list[float], prior_level: int,
-               skill_prior: tuple[float, float] | None) -> Posterior:
+               skill_prior: tuple[float, float] | None, siblings: list | None = None) -> Posterior:
     """Walk the contexts from general to specific: the samples of a level
     outside the next one are siblings' evidence (each strays from the query's
-    branch by the next level's spread); the deepest level's are direct."""
+    branch by the next level's spread); the deepest level's are direct.
+
+    With ``siblings`` (the technique's statistics in each other family), the
+    root level counts each sibling family once, its mean observed with variance
+    ``FAMILY_VAR + NOISE_VAR / n``: samples of one family share that family's
+    effect, so ten steps on matrix products say about a normalization only what
+    one family's mean can."""
     mean, var = ROOT_PRIOR
     used = 0
     deepest = len(chain) - 1
@@ -167,6 +187,13 @@ def _posterior(t: str, chain: list, spread: list[float], prior_level: int,
         var += spread[i]
         if i == prior_level and skill_prior is not None:
             mean, var = _update(mean, var, 1, skill_prior[0], skill_prior[1])
+        if i == 0 and siblings is not None and prior_level == 1 and deepest >= 1:
+            for s in siblings:
+                n, total, _, _ = _stats(s)
+                if n > 0:
+                    mean, var = _update(mean, var, 1, total / n, spread[1] + NOISE_VAR / n)
+                    used += n
+            continue
         if v is None:
             continue
         n, total, _, _ = _stats(v)
