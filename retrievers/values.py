@@ -158,6 +158,17 @@ def posteriors(
     return out
 
 
+def _p_ok(chain: list) -> float:
+    """The chance an application ends correct and timed, from general to specific: each context's
+    count updates a Beta prior centred on the broader context's rate (two pseudo-tries), so one try
+    in a narrow context does not undo what many tries in its family said."""
+    rate = 0.5
+    for v in chain:
+        if v is not None and v.tries:
+            rate = (v.timed + 2 * rate) / (v.tries + 2)
+    return rate
+
+
 def _sibling_families(graph, family: str) -> dict[str, dict]:
     """Per other family, its technique table: the root level's evidence, one family at a time."""
     out = {}
@@ -209,7 +220,7 @@ def _posterior(t: str, chain: list, spread: list[float], prior_level: int,
     p = Posterior(technique=t, mean=mean, var=var, samples=used)
     if specific is not None:
         p.tries, p.timed, p.successes = specific.tries, specific.timed, specific.successes
-        p.p_ok = (specific.timed + 1) / (specific.tries + 2)
+        p.p_ok = _p_ok(chain)
         p.context = specific.context + (f" on {specific.arch}" if specific.arch else "")
         p.direct_mean = specific.mean_log_gain
     return p
