@@ -114,6 +114,8 @@ class SkillBase:
         experiences. Idempotent: running it again adds nothing that is already there."""
         start = time.perf_counter()
         store = self.memory
+        if seeds.EMBEDDINGS_FILE.is_file() and store.embedder.cache is not None:
+            store.embedder.cache.import_npz(seeds.EMBEDDINGS_FILE)
         # Experiences first: the seed skills' evidence points at them.
         imported = sum(store.import_jsonl(f) for f in seeds.MEMORY_FILES if f.is_file())
         seeded = skill_ops.seed_skills(store, seeds.SKILLS_DIR)

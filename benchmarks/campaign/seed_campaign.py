@@ -26,6 +26,7 @@ Everything goes through skillbase's own interface, into a fresh store:
 
 Ids are fixed by content (run, candidate, solution hash, finish time; lesson text), so rebuilding the
 file keeps the ids of what did not change and ``skillbase init`` on an older store adds only the rest.
+Afterwards, run ``python benchmarks/seed_embeddings.py`` so that init finds the new texts' vectors.
 """
 
 from __future__ import annotations

@@ -55,3 +55,14 @@ def test_every_attempt_has_a_lesson_with_its_measured_figures(records):
         if e["gain"] is not None:
             parent = attempts[e["before_attempt"]]
             assert e["gain"] == pytest.approx(parent["median_ms"] / a["median_ms"], rel=1e-6), e["id"]
+
+
+def test_init_runs_no_embedding_model_for_what_the_seeds_ship(tmp_path):
+    """seeds/embeddings.npz holds a vector for every seed text init indexes; a stale file (seeds changed
+    without `python benchmarks/seed_embeddings.py`) shows here as texts embedded afresh."""
+    from skillbase import SkillBase
+
+    with SkillBase(home=tmp_path / "home") as sb:
+        before = sb.memory.embedder.computed
+        report = sb.init()
+        assert report.experiences_total >= 170 and sb.memory.embedder.computed == before
