@@ -154,9 +154,15 @@ def write_skill_evidence(experiences_file: Path, skills_dir: Path) -> dict[str, 
     experiences = [r["record"] for r in records if r.get("kind") == "experience"]
     languages = {r["record"]["id"]: r["record"]["language"] for r in records if r.get("kind") == "attempt"}
     after = FRONTMATTER_KEYS[FRONTMATTER_KEYS.index("evidence") + 1]
+    from skillbase.seeds import CAMPAIGN_FILE
+
+    campaign = {json.loads(line)["record"]["id"] for line in CAMPAIGN_FILE.read_text().splitlines()[1:]
+                if line.strip()} if CAMPAIGN_FILE.is_file() else set()
     counts = {}
     for folder in sorted(p.parent for p in skills_dir.glob("*/SKILL.md")):
         skill = read_skill_dir(folder, max_bytes=1 << 20)
+        if skill.evidence and all(e.experience_id in campaign for e in skill.evidence):
+            continue  # the KernelBench campaign's skills: benchmarks/campaign/seed_campaign.py writes their evidence
         evidence = [e.model_dump(mode="json", exclude_none=True) for e in evidence_for(skill, experiences, languages)]
         path = folder / "SKILL.md"
         text = path.read_text()

@@ -82,6 +82,22 @@ class EmbeddingCache:
         with self._lock:
             return self._conn.execute("SELECT COUNT(*) FROM embeddings").fetchone()[0]
 
+    def export_npz(self, path: Path) -> int:
+        """Write every entry to ``path`` (numpy ``.npz``: ``keys``, ``vecs``); returns how many."""
+        with self._lock:
+            rows = self._conn.execute("SELECT key, vec FROM embeddings ORDER BY key").fetchall()
+        vecs = np.stack([np.frombuffer(v, dtype=np.float32) for _, v in rows]) if rows else np.zeros((0, 0))
+        np.savez_compressed(path, keys=np.array([k for k, _ in rows]), vecs=vecs.astype(np.float32))
+        return len(rows)
+
+    def import_npz(self, path: Path) -> int:
+        """Add the entries of an ``export_npz`` file (existing keys are kept); returns how many were read.
+        Keys address model, token limit and text, so entries of another model or text are never hit."""
+        with np.load(path, allow_pickle=False) as data:
+            keys, vecs = data["keys"], data["vecs"]
+            self.put_many({str(k): v for k, v in zip(keys, vecs)})
+        return len(keys)
+
     def close(self) -> None:
         with self._lock:
             self._conn.close()

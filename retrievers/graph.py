@@ -37,7 +37,8 @@ PROFILE_TECHNIQUES = 4  # the diagnosis's first techniques get a prior
 PROFILE_PRIOR = (0.25, 0.05)  # about x1.28, sd 0.22: a measured bottleneck names what to fix
 
 
-def skill_priors(q: Query, gates: dict[str, GateResult], skills: dict) -> dict[str, tuple[float, float]]:
+def skill_priors(q: Query, gates: dict[str, GateResult], skills: dict,
+                 measured: set[str] | frozenset[str] = frozenset()) -> dict[str, tuple[float, float]]:
     """Prior (mean, variance) of each technique's log-gain from the skills
     implementing it: the cold start before anything is measured.
 
@@ -46,7 +47,13 @@ def skill_priors(q: Query, gates: dict[str, GateResult], skills: dict) -> dict[s
     this bottleneck, or builds on code features the candidate has; a skill's
     later techniques count half. Measured evidence on the skill replaces the
     guess. A skill gated out for this query says its technique does not fit.
-    The most favourable skill per technique wins."""
+    The most favourable skill per technique wins.
+
+    Evidence whose attempt is in ``measured`` (the store holds it) is left out:
+    its step is already in the graph's statistics, each in its own family, and
+    counted again here as a prior of the query's family it would pass a gain
+    measured on other kernels (one x14 convolution step) for knowledge about
+    this one."""
     out: dict[str, tuple[float, float]] = {}
     for name, g in gates.items():
         skill = skills[name]
@@ -60,7 +67,7 @@ def skill_priors(q: Query, gates: dict[str, GateResult], skills: dict) -> dict[s
             mean += 0.02 * min(1.0, 2 / len(w.bottlenecks))
         if w.requires_features and q.code and all(f in q.code.features for f in w.requires_features):
             mean += 0.03
-        gains = [e.gain for e in skill.evidence if e.gain and e.gain > 0]
+        gains = [e.gain for e in skill.evidence if e.gain and e.gain > 0 and e.attempt_id not in measured]
         if gains:
             mean = sum(math.log(x) for x in gains) / len(gains)
         lo = GATED_PRIOR[0]
@@ -116,6 +123,11 @@ class GraphRetriever:
                                                     family=broader)
         return refs
 
+    def _measured(self, skills: dict) -> set[str]:
+        """The skills' evidence attempts that the store holds (their steps are in the graph)."""
+        ids = sorted({e.attempt_id for s in skills.values() for e in s.evidence if e.attempt_id})
+        return {a.id for a in self.store.ledger.get_attempts(ids)} if ids else set()
+
     def gates(self, q: Query) -> dict[str, GateResult]:
         """The gate's verdict on every skill for this query."""
         return {name: gate(s, q) for name, s in self.catalog.skills.items()}
@@ -127,7 +139,7 @@ class GraphRetriever:
         # A family nothing was measured on yet learns from the nearest broader one that was.
         family = next((f for f in q.lineage if graph.technique_values(family=f)), q.family)
         task_class = q.task_class if family == q.family else None
-        priors = skill_priors(q, gates, skills)
+        priors = skill_priors(q, gates, skills, self._measured(skills))
         for i, t in enumerate(q.profile_techniques[:PROFILE_TECHNIQUES]):
             # What the profile's diagnosis names is a measured reason to try it, stronger than a skill's word.
             m = PROFILE_PRIOR[0] * (1 - 0.15 * i)

@@ -68,6 +68,9 @@ def task_memory(attempts: list[Attempt]) -> TaskMemory:
     if correct:
         mem.best = min(correct, key=lambda a: a.median_ms)
         mem.applied = set(mem.best.techniques)
+    elif ordered:
+        # Nothing correct yet: the next candidate is a fix of the latest one, which has what it applied.
+        mem.applied = set(ordered[-1].techniques)
     for a in ordered:
         parent = by_id.get(a.parent_id) if a.parent_id else None
         step = [t for t in a.techniques if not parent or t not in parent.techniques] or list(a.techniques)
@@ -171,7 +174,8 @@ def _with_task_evidence(b: Posterior, mem: TaskMemory, name: str) -> Posterior:
         mean = (mean / var + sum(gains) / NOISE_VAR) / precision
         var = 1.0 / precision
     tries, timed = b.tries + len(gains) + fails, b.timed + len(gains)
-    p_ok = (timed + 1) / (tries + 2)
+    # This task's tries update the context's rate (a Beta prior of two pseudo-tries centred on it).
+    p_ok = (len(gains) + 2 * b.p_ok) / (len(gains) + fails + 2)
     return Posterior(technique=name, mean=mean, var=var, tries=tries, timed=timed,
                      successes=b.successes + sum(1 for g in gains if g > math.log(1.02)), p_ok=p_ok,
                      context=b.context, samples=b.samples + len(gains), direct_mean=b.direct_mean)

@@ -34,6 +34,7 @@ import math
 from dataclasses import dataclass
 
 from skillbase.memory.graph import TechniqueValue
+from skillbase.models import FAMILIES
 
 ROOT_PRIOR = (0.0, 0.09)  # mean, variance of a technique's log-gain before any evidence (sd 0.3: x0.74-x1.35)
 LEVEL_VAR = 0.03  # how far a task class, bottleneck state or arch may stray from its parent context (sd 0.17)
@@ -148,6 +149,7 @@ def posteriors(
     while len(tables) > family_level + 1 and not tables[-1]:
         tables.pop()
         levels.pop()
+    siblings = _sibling_families(graph, family) if family else {}
     arch_table = {v.technique: v for v in graph.technique_values(**levels[-1], arch=arch)} if arch else {}
     if arch and not arch_table:
         arch = None
@@ -159,17 +161,46 @@ def posteriors(
         chain = [tab.get(t) for tab in tables] + ([arch_table.get(t)] if arch else [])
         if not scoped:
             chain[:family_level] = [None] * family_level
-        p = _posterior(t, chain, spread, family_level, (skill_priors or {}).get(t))
+        sib = [tab[t] for tab in siblings.values() if t in tab] if scoped else None
+        p = _posterior(t, chain, spread, family_level, (skill_priors or {}).get(t), sib)
         p.in_scope = scoped
         out[t] = p
     return out
 
 
+def _p_ok(chain: list) -> float:
+    """The chance an application ends correct and timed, from general to specific: each context's
+    count updates a Beta prior centred on the broader context's rate (two pseudo-tries), so one try
+    in a narrow context does not undo what many tries in its family said."""
+    rate = 0.5
+    for v in chain:
+        if v is not None and v.tries:
+            rate = (v.timed + 2 * rate) / (v.tries + 2)
+    return rate
+
+
+def _sibling_families(graph, family: str) -> dict[str, dict]:
+    """Per other family, its technique table: the root level's evidence, one family at a time."""
+    out = {}
+    for f in FAMILIES:
+        if f != family:
+            table = {v.technique: v for v in graph.technique_values(family=f)}
+            if table:
+                out[f] = table
+    return out
+
+
 def _posterior(t: str, chain: list, spread: list[float], prior_level: int,
-               skill_prior: tuple[float, float] | None) -> Posterior:
+               skill_prior: tuple[float, float] | None, siblings: list | None = None) -> Posterior:
     """Walk the contexts from general to specific: the samples of a level
     outside the next one are siblings' evidence (each strays from the query's
-    branch by the next level's spread); the deepest level's are direct."""
+    branch by the next level's spread); the deepest level's are direct.
+
+    With ``siblings`` (the technique's statistics in each other family), the
+    root level counts each sibling family once, its mean observed with variance
+    ``FAMILY_VAR + NOISE_VAR / n``: samples of one family share that family's
+    effect, so ten steps on matrix products say about a normalization only what
+    one family's mean can."""
     mean, var = ROOT_PRIOR
     used = 0
     deepest = len(chain) - 1
@@ -177,6 +208,13 @@ def _posterior(t: str, chain: list, spread: list[float], prior_level: int,
         var += spread[i]
         if i == prior_level and skill_prior is not None:
             mean, var = _update(mean, var, 1, skill_prior[0], skill_prior[1])
+        if i == 0 and siblings is not None and prior_level == 1 and deepest >= 1:
+            for s in siblings:
+                n, total, _, _ = _stats(s)
+                if n > 0:
+                    mean, var = _update(mean, var, 1, total / n, spread[1] + NOISE_VAR / n)
+                    used += n
+            continue
         if v is None:
             continue
         n, total, _, _ = _stats(v)
@@ -192,7 +230,7 @@ def _posterior(t: str, chain: list, spread: list[float], prior_level: int,
     p = Posterior(technique=t, mean=mean, var=var, samples=used)
     if specific is not None:
         p.tries, p.timed, p.successes = specific.tries, specific.timed, specific.successes
-        p.p_ok = (specific.timed + 1) / (specific.tries + 2)
+        p.p_ok = _p_ok(chain)
         p.context = specific.context + (f" on {specific.arch}" if specific.arch else "")
         p.direct_mean = specific.mean_log_gain
     return p

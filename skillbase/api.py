@@ -129,8 +129,10 @@ class SkillBase:
         experiences. Idempotent: running it again adds nothing that is already there."""
         start = time.perf_counter()
         store = self.memory
+        if seeds.EMBEDDINGS_FILE.is_file() and store.embedder.cache is not None:
+            store.embedder.cache.import_npz(seeds.EMBEDDINGS_FILE)
         # Experiences first: the seed skills' evidence points at them.
-        imported = store.import_jsonl(seeds.EXPERIENCES_FILE) if seeds.EXPERIENCES_FILE.is_file() else 0
+        imported = sum(store.import_jsonl(f) for f in seeds.MEMORY_FILES if f.is_file())
         seeded = skill_ops.seed_skills(store, seeds.SKILLS_DIR)
         stats = store.stats()
         return InitReport(
@@ -286,10 +288,12 @@ class SkillBase:
 
     def record_lesson(self, lesson: str, *, task: str | None = None, before_attempt: str | None = None,
                       after_attempt: str | None = None, techniques: Iterable[str] = (), title: str = "",
-                      conditions: str = "", session: str | None = None, agent: str | None = None) -> Experience:
+                      conditions: str = "", session: str | None = None, agent: str | None = None,
+                      experience_id: str | None = None, created_at: Any = None) -> Experience:
         """Record what was learned, tied to the attempts that taught it. The gain is
         measured from the attempts (after over before, same hardware), never typed in;
-        with only ``after_attempt``, its parent is the before."""
+        with only ``after_attempt``, its parent is the before. With ``experience_id`` and
+        ``created_at`` given (a seed built again), recording the same lesson again changes nothing."""
         if not lesson or not lesson.strip():
             raise InvalidInput("the lesson is empty", hint="say what worked or failed, and why")
         after = self.memory.get_attempt(after_attempt) if after_attempt else None
@@ -306,7 +310,8 @@ class SkillBase:
             techniques=[self.memory.canonical_technique(t) for t in techs], gain=_gain(before, after),
             bottleneck=before.bottleneck if before else (after.bottleneck if after else None),
             arch=anchor.arch if anchor else None, hardware=anchor.hardware if anchor else None,
-            conditions=conditions, source="agent", session=session, agent=agent)
+            conditions=conditions, source="agent", session=session, agent=agent,
+            **({"id": experience_id} if experience_id else {}), **({"created_at": created_at} if created_at else {}))
         return self.memory.record_experience(exp)
 
     def attempt_history(self, task: str, *, session: str | None = None, limit: int = 100) -> list[AttemptSummary]:

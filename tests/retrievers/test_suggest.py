@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 
 import pytest
@@ -108,3 +109,45 @@ def test_every_rule_keeps_other_families_out(world_retriever, rule):
     got = {s.technique for seed in range(10)
            for s in world_retriever.suggest(task=info, attempts=[], k=3, seed=seed, rule=rule)}
     assert got and not OTHER_FAMILIES & got
+
+
+def test_skill_evidence_the_store_holds_is_not_counted_again_as_a_prior():
+    # One x14 step on another kernel, already a graph observation in its own family, must not also
+    # become a tight prior for every family the skill is written for.
+    from skillbase.models import Evidence, Skill
+    from skillbase.retrievers.gate import GateResult
+    from skillbase.retrievers.graph import skill_priors
+    from skillbase.retrievers.query import build_query
+
+    skill = Skill(name="im2col-conv", description="Use it when a direct convolution is slow.", techniques=["im2col"],
+                  applies_when={"families": ["conv", "conv_epilogue"]}, languages=["triton"],
+                  evidence=[Evidence(attempt_id="att_x14", experience_id="exp_x14", task="conv2d_3x3", gain=14.0)])
+    q = build_query(task=task_info("conv_new", "conv_epilogue"))
+    gates = {skill.name: GateResult(skill.name, "pass", 1.0)}
+    unheld = skill_priors(q, gates, {skill.name: skill})["im2col"][0]
+    held = skill_priors(q, gates, {skill.name: skill}, measured={"att_x14"})["im2col"][0]
+    assert unheld == pytest.approx(math.log(14.0)) and held < 0.2, (unheld, held)
+
+
+def test_one_try_in_a_narrow_context_does_not_undo_its_family_record():
+    from skillbase.retrievers.values import _p_ok
+
+    class V:
+        def __init__(self, tries, timed):
+            self.tries, self.timed = tries, timed
+
+    # 11 of 11 correct in the family, 1 of 1 in the task class: still near certain, not Laplace's 2/3.
+    assert _p_ok([V(30, 29), V(11, 11), V(1, 1)]) > 0.9
+    assert _p_ok([V(30, 29), V(11, 11), V(1, 0)]) < 0.7  # a failure in the narrow context still counts
+
+
+def test_with_nothing_correct_yet_the_latest_candidates_techniques_count_as_applied():
+    from datetime import datetime, timezone
+
+    from skillbase.models import Attempt
+    from skillbase.retrievers.suggest import task_memory
+
+    root = Attempt(task="t", task_signature="conv:fp32:medium", family="conv", dtype="fp32", source="x",
+                   source_hash="h", techniques=["im2col", "tensor-cores"], verdict="incorrect",
+                   created_at=datetime(2026, 11, 25, tzinfo=timezone.utc))
+    assert task_memory([root]).applied == {"im2col", "tensor-cores"}

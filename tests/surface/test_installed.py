@@ -192,7 +192,8 @@ def test_the_wheel_installs_one_package_and_works_outside_the_checkout(installed
     assert report["home"] == str(installed["outside"] / "store")
     assert report["skills_total"] == len(list(seeds.glob("skills/*/SKILL.md"))) >= 40
     assert report["techniques"] == len(yaml.safe_load((seeds / "techniques.yaml").read_text()))
-    lines = [json.loads(line) for line in (seeds / "experiences.jsonl").read_text().splitlines() if line.strip()]
+    lines = [json.loads(line) for name in ("experiences.jsonl", "campaign.jsonl")
+             for line in (seeds / name).read_text().splitlines() if line.strip()]
     records = [r for r in lines if "kind" in r]  # the first line is the format header
     experiences = {r["record"]["id"] for r in records if r["kind"] == "experience"}
     assert report["records_imported"] == len(records) and report["experiences_total"] == len(experiences) > 0
