@@ -73,7 +73,7 @@ def regime(k: KernelProfile) -> str:
         # Below the DRAM limit, but nothing else is busy and warps wait on loads: the bytes are
         # what it costs (a row read twice, an unfused chain), so the same techniques as at the limit.
         return "dram-bound"
-    if k.dram_pct is not None and k.sm_pct is not None and max(k.dram_pct, k.sm_pct) < BUSY:
+    if k.dram_pct is not None and k.sm_pct is not None and max(k.dram_pct, k.sm_pct, k.l2_pct or 0) < BUSY:
         return "latency-bound"
     return "balanced"
 
@@ -139,7 +139,9 @@ def kernel_findings(k: KernelProfile, family: str | None = None) -> list[Finding
     elif (k.sm_pct or 0) >= COMPUTE_SATURATED:
         add("compute-bound", f"{k.name} keeps the SMs {k.sm_pct:.0f}% busy: do less arithmetic per element "
                              "or use faster units", 0.3)
-    if not out and k.dram_pct is not None and k.sm_pct is not None and max(k.dram_pct, k.sm_pct) < BUSY:
+    # L2 counts as busy too: a tile loop re-reading operands from L2 is not waiting on latency.
+    if not out and k.dram_pct is not None and k.sm_pct is not None and max(k.dram_pct, k.sm_pct,
+                                                                              k.l2_pct or 0) < BUSY:
         stall = f"; warps mostly stall on {k.stalls[0].reason.replace('_', ' ')} ({k.stalls[0].share_pct:.0f}%)" \
             if k.stalls else ""
         add("latency-bound", f"{k.name} keeps neither DRAM ({k.dram_pct:.0f}%) nor the SMs ({k.sm_pct:.0f}%) "

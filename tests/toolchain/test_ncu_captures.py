@@ -132,3 +132,22 @@ def test_built_in_naive_solutions_get_their_known_problem():
     findings, state = diagnose.diagnose(ce, "reduction")
     assert "uncoalesced" not in {f.problem for f in findings}
     assert state == "dram-bound" and findings[0].kernel == "row_loss_kernel"
+
+
+def test_a_kernel_busy_only_on_l2_is_not_latency_bound():
+    """matmul_bias_gelu/naive's GEMM on the H100: DRAM 27%, SMs 31%, L2 99% of peak."""
+    k = _kernels("matmul__naive")[1][0].model_copy(update={"dram_pct": 26.92, "sm_pct": 30.84, "l2_pct": 99.09})
+    findings, state = diagnose.diagnose([k], "matmul_epilogue")
+    assert state == "l2-bound" and "latency-bound" not in {f.problem for f in findings}
+
+
+def test_a_saved_report_is_diagnosed_again_with_the_current_rules():
+    from skillbase.models import ProfileReport
+    from skillbase.toolchain.profile import rediagnose
+
+    _, kernels = _kernels("flawed__tail_effect")
+    old = ProfileReport(task="tail_effect", task_signature="reduction:fp32:medium", solution_hash="h", device="cuda:0",
+                        available=True, kernels=kernels, state="uncoalesced", diagnosis="stale")
+    new = rediagnose(old)
+    assert new.state == "tail-effect" and "1.14 waves" in new.diagnosis and new.kernels == old.kernels
+    assert "uncoalesced" not in {f.problem for f in new.findings}
