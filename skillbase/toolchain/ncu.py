@@ -113,9 +113,16 @@ def rejected_metrics(log: str, asked: list[str]) -> list[str]:
     return [m for m in asked if any(m in ln for ln in errors)]
 
 
+PASSES_METRIC = "profiler__replayer_passes"
+
+
 def passes(log: str) -> list[int]:
-    """Replay passes per profiled kernel, from ncu's '==PROF== Profiling "k" ... - N passes' lines."""
-    return [int(m.group(2)) for m in _PASSES.finditer(log)]
+    """Replay passes per profiled kernel, from ncu's '==PROF== Profiling "k" ... - N passes' lines or,
+    where ncu prints none (2025.3.1 with --csv does not), the raw page's profiler__replayer_passes column."""
+    found = [int(m.group(2)) for m in _PASSES.finditer(log)]
+    if found:
+        return found
+    return [int(v) for k in parse_csv(log) if (v := k["values"].get(PASSES_METRIC, (None, ""))[0]) is not None]
 
 
 # ---------------------------------------------------------------------------

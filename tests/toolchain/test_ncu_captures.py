@@ -151,3 +151,12 @@ def test_a_saved_report_is_diagnosed_again_with_the_current_rules():
     new = rediagnose(old)
     assert new.state == "tail-effect" and "1.14 waves" in new.diagnosis and new.kernels == old.kernels
     assert "uncoalesced" not in {f.problem for f in new.findings}
+
+
+def test_replay_passes_are_read_from_the_raw_page():
+    """ncu 2025.3.1 with --csv prints no '==PROF== Profiling ... N passes' line; the raw page's
+    profiler__replayer_passes column has the count (16 for the fixed metric set on the H100)."""
+    text = (FIXTURES / "flawed__unfused_dram.csv").read_text()
+    assert "passes" not in "".join(ln for ln in text.splitlines() if ln.startswith("=="))
+    assert ncu.passes(text) == [16, 16, 16]
+    assert ncu.passes('==PROF== Profiling "k": 0%....50%....100% - 11 passes') == [11]
