@@ -203,8 +203,11 @@ def rediagnose(report: ProfileReport, family: str | None = None) -> ProfileRepor
         return report
     if family is None and report.task_signature:
         family = report.task_signature.split(":", 1)[0]
-    findings, state = diagnose.diagnose(report.kernels, family)
-    return report.model_copy(update={"findings": findings, "state": state,
+    kernels = [ncu.uncounted_efficiency(k) for k in report.kernels]
+    findings, state = diagnose.diagnose(kernels, family)
+    main = max(kernels, key=lambda k: k.duration_us or 0.0)
+    return report.model_copy(update={"kernels": kernels, "findings": findings, "state": state,
+                                     "metrics": main.metrics(),
                                      "diagnosis": diagnose.summary(findings, state),
                                      "techniques": diagnose.techniques_of(findings, state)})
 
