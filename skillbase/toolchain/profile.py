@@ -207,7 +207,8 @@ def rediagnose(report: ProfileReport, family: str | None = None) -> ProfileRepor
     findings, state = diagnose.diagnose(kernels, family)
     main = max(kernels, key=lambda k: k.duration_us or 0.0)
     return report.model_copy(update={"kernels": kernels, "findings": findings, "state": state,
-                                     "metrics": main.metrics(),
+                                     "metrics": {n: float(v) if isinstance(v, int) else v  # as validation would
+                                                 for n, v in main.metrics().items()},
                                      "diagnosis": diagnose.summary(findings, state),
                                      "techniques": diagnose.techniques_of(findings, state)})
 
