@@ -168,3 +168,14 @@ def test_replay_passes_are_read_from_the_raw_page():
     assert "passes" not in "".join(ln for ln in text.splitlines() if ln.startswith("=="))
     assert ncu.passes(text) == [16, 16, 16]
     assert ncu.passes('==PROF== Profiling "k": 0%....50%....100% - 11 passes') == [11]
+
+
+def test_every_state_has_techniques_of_the_seed_vocabulary():
+    from skillbase import seeds
+    from skillbase.memory.techniques import Vocabulary, load_seed_techniques
+    from skillbase.models import PROFILE_STATES
+
+    assert set(diagnose.TECHNIQUES) == set(PROFILE_STATES)
+    vocab = Vocabulary(load_seed_techniques(seeds.TECHNIQUES_FILE))
+    for state, techs in diagnose.TECHNIQUES.items():
+        assert [vocab.canonical(t) for t in techs] == techs, state
