@@ -5,7 +5,8 @@ Each rule reads a few metrics of one kernel and, when they show a problem, gives
 ``Finding``: what is wrong with the numbers that show it, a severity (0..1, roughly the
 share of the kernel's time it costs) and the techniques (``seeds/techniques.yaml``) that
 address it. The profile's state is the most severe finding of the kernel that takes the
-most time; with no finding it is the roofline regime the counters show.
+most time (one of severity >= MIN_STATE_SEVERITY); with none it is the regime the counters show.
+Findings are listed by severity times their kernel's share of the profiled time.
 """
 
 from __future__ import annotations
