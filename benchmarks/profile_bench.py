@@ -6,6 +6,8 @@ Two steps, because the GPU machines lack chromadb:
     PYTHONPATH=. python3 benchmarks/profile_bench.py run --out $OUT [--time-limit 390]
     # afterwards, here (CPU): diagnosis and recall checks on the saved profiles
     .venv/bin/python benchmarks/profile_bench.py check --profiles $OUT/profiles.json --out /tmp/profile_check.json
+    # after the diagnosis rules change: the same counters diagnosed again (no GPU)
+    .venv/bin/python benchmarks/profile_bench.py rediagnose --profiles $OUT/profiles.json --out $OUT/profiles_rediagnosed.json
     # before any GPU run: the same check on invented profiles of the flaws (SYNTHETIC below)
     .venv/bin/python benchmarks/profile_bench.py synthetic --out /tmp/synthetic_profiles.json
 
@@ -107,6 +109,29 @@ def named(report, state: str) -> bool:
     return r.get("state") == state or any(f["problem"] == state for f in r.get("findings", []))
 
 
+def rediagnose(profiles: Path, out: Path) -> dict:
+    """Saved profiles with their diagnosis recomputed by the current rules from the same counters."""
+    from skillbase.models import ProfileReport
+    from skillbase.toolchain.profile import rediagnose as again
+
+    payload = json.loads(profiles.read_text())
+    changed = []
+    for r in payload["rows"]:
+        if not r.get("report"):
+            continue
+        before = r["report"].get("state")
+        report = again(ProfileReport.model_validate(r["report"]))
+        r["report"] = report.model_dump(mode="json")
+        if r.get("kind") == "flawed" and r.get("state"):
+            r["named"] = named(report, r["state"])
+        if report.state != before:
+            changed.append(f"{r['name']}: {before} -> {report.state}")
+    payload["rediagnosed_from"] = str(profiles.relative_to(ROOT) if profiles.is_relative_to(ROOT) else profiles)
+    out.write_text(json.dumps(payload, indent=1))
+    print("\n".join(changed) or "no state changed")
+    return payload
+
+
 def check(profiles: Path, out: Path | None, k: int = 3) -> dict:
     """Diagnosis and recall-top-k checks of the flawed kernels' saved profiles (CPU; needs chromadb)."""
     from skillbase import SkillBase
@@ -188,12 +213,18 @@ def main() -> int:
     r.add_argument("--time-limit", type=float, default=390.0)
     y = sub.add_parser("synthetic", help="write invented profiles of the flawed kernels (for the check on CPU)")
     y.add_argument("--out", type=Path, required=True)
+    d = sub.add_parser("rediagnose", help="recompute the diagnosis of saved profiles with the current rules")
+    d.add_argument("--profiles", type=Path, required=True)
+    d.add_argument("--out", type=Path, required=True)
     c = sub.add_parser("check")
     c.add_argument("--profiles", type=Path, required=True)
     c.add_argument("--out", type=Path)
     args = ap.parse_args()
     if args.cmd == "run":
         return run(args.out, args.home, args.time_limit)
+    if args.cmd == "rediagnose":
+        rediagnose(args.profiles, args.out)
+        return 0
     if args.cmd == "synthetic":
         synthetic(args.out)
         return 0

@@ -771,6 +771,7 @@ PROFILE_STATES: dict[str, str] = {
     "tail-effect": "the grid leaves SMs idle: a partial last wave or fewer blocks than SMs",
     "compute-bound": "arithmetic pipes near peak",
     "tensor-underused": "a matrix product running off the tensor cores",
+    "l2-bound": "L2 throughput near peak below the DRAM limit: the same bytes re-fetched (small tiles, poor reuse)",
     "latency-bound": "neither memory nor compute busy: warps wait on dependencies",
     "balanced": "no single limiter stands out",
 }

@@ -5,7 +5,8 @@ Each rule reads a few metrics of one kernel and, when they show a problem, gives
 ``Finding``: what is wrong with the numbers that show it, a severity (0..1, roughly the
 share of the kernel's time it costs) and the techniques (``seeds/techniques.yaml``) that
 address it. The profile's state is the most severe finding of the kernel that takes the
-most time; with no finding it is the roofline regime the counters show.
+most time (one of severity >= MIN_STATE_SEVERITY); with none it is the regime the counters show.
+Findings are listed by severity times their kernel's share of the profiled time.
 """
 
 from __future__ import annotations
@@ -21,6 +22,10 @@ LOW_OCCUPANCY = 30.0  # achieved, % of the SM's warps
 TAIL_IDLE = 20.0  # % of the last wave idle
 BUSY = 40.0  # below this on both DRAM and SM the kernel waits on latency
 LOCAL_BYTES_PER_US = 1e6  # 1 MB of local traffic per µs of kernel time is heavy spilling
+L2_SATURATED = 85.0  # % of peak L2 throughput with DRAM below its limit: the same bytes re-fetched from L2
+MEMORY_HEAVY = 60.0  # % of peak DRAM, SMs under half as busy, warps waiting on memory: fewer bytes help
+MIN_STATE_SEVERITY = 0.15  # a lighter finding is reported but does not set the profile's state
+_MEMORY_STALLS = {"long_scoreboard", "lg_throttle", "drain"}
 
 TECHNIQUES: dict[str, list[str]] = {
     "dram-bound": ["elementwise-fusion", "epilogue-fusion", "one-pass-row-reduction", "online-softmax", "roofline-stop"],
@@ -31,6 +36,7 @@ TECHNIQUES: dict[str, list[str]] = {
     "tail-effect": ["persistent-kernel", "grid-stride-loop", "split-reduction", "block-size-tuning"],
     "compute-bound": ["tensor-cores", "mixed-precision", "fast-math", "algebraic-simplification"],
     "tensor-underused": ["tensor-cores", "mixed-precision", "software-pipelining"],
+    "l2-bound": ["program-swizzle", "smem-tiling", "register-tiling", "block-size-tuning"],
     "latency-bound": ["vectorized-access", "software-pipelining", "num-warps-tuning", "block-size-tuning"],
     "balanced": ["autotuning"],
 }
@@ -42,11 +48,16 @@ def diagnose(kernels: list[KernelProfile], family: str | None = None) -> tuple[l
     findings: list[Finding] = []
     for k in kernels:
         findings += kernel_findings(k, family)
-    findings.sort(key=lambda f: -f.severity)
     if not kernels:
         return findings, None
+    # A finding matters as much as the time it costs the whole forward: a 5 µs helper kernel's
+    # problem comes after the main kernel's, whatever its own severity.
+    total = sum(k.duration_us or 0.0 for k in kernels)
+    share = {k.name: (k.duration_us or 0.0) / total if total > 0 else 1.0 for k in kernels}
+    findings.sort(key=lambda f: -f.severity * share.get(f.kernel, 1.0))
     main = max(kernels, key=lambda k: k.duration_us or 0.0)
-    own = [f for f in findings if f.kernel == main.name]
+    own = [f for f in findings if f.kernel == main.name and f.severity >= MIN_STATE_SEVERITY]
+    own.sort(key=lambda f: -f.severity)
     return findings, (own[0].problem if own else regime(main))
 
 
@@ -56,7 +67,14 @@ def regime(k: KernelProfile) -> str:
         return "dram-bound"
     if (k.sm_pct or 0) >= COMPUTE_SATURATED:
         return "compute-bound"
-    if k.dram_pct is not None and k.sm_pct is not None and max(k.dram_pct, k.sm_pct) < BUSY:
+    if (k.l2_pct or 0) >= L2_SATURATED:
+        return "l2-bound"
+    memory_stalls = not k.stalls or k.stalls[0].reason in _MEMORY_STALLS
+    if (k.dram_pct or 0) >= MEMORY_HEAVY and (k.sm_pct or 0) < k.dram_pct / 2 and memory_stalls:
+        # Below the DRAM limit, but nothing else is busy and warps wait on loads: the bytes are
+        # what it costs (a row read twice, an unfused chain), so the same techniques as at the limit.
+        return "dram-bound"
+    if k.dram_pct is not None and k.sm_pct is not None and max(k.dram_pct, k.sm_pct, k.l2_pct or 0) < BUSY:
         return "latency-bound"
     return "balanced"
 
@@ -72,8 +90,12 @@ def kernel_findings(k: KernelProfile, family: str | None = None) -> list[Finding
 
     for kind, spr, eff in (("loads", k.ld_sectors_per_request, k.ld_efficiency_pct),
                            ("stores", k.st_sectors_per_request, k.st_efficiency_pct)):
-        if eff is not None and eff < UNCOALESCED_EFFICIENCY:
-            expected = spr * eff / 100 if spr else None
+        # 0% used with sectors fetched: the SASS metric saw no plain LDG/STG (Triton's tl.dot loads
+        # are cp.async / TMA copies, which it does not count), so it says nothing about coalescing.
+        if eff is not None and 0 < eff < UNCOALESCED_EFFICIENCY:
+            # A request cannot touch fewer than one sector: a warp storing one scalar uses 4 of
+            # 32 bytes but is as coalesced as it can be.
+            expected = max(spr * eff / 100, 1.0) if spr else None
             ratio = spr / expected if spr and expected else 100 / max(eff, 1.0)
             if ratio >= UNCOALESCED_RATIO:
                 nums = (f"{spr:.1f} sectors per request, {expected:.1f} expected" if spr and expected
@@ -90,14 +112,20 @@ def kernel_findings(k: KernelProfile, family: str | None = None) -> list[Finding
         if k.local_bytes:
             what.append(f"{k.local_bytes / 1e6:.1f} MB of local-memory traffic")
         regs = f" at {k.registers} registers per thread" if k.registers else ""
-        add("register-spills", f"register spills in {k.name}{regs}: " + ", ".join(what), 0.6 if heavy_local else 0.4)
+        # Light local traffic (a few bytes spilled outside the hot loop) costs little: below the state's bar.
+        light = k.local_bytes is not None and k.duration_us and not heavy_local
+        rate = k.local_bytes / k.duration_us / LOCAL_BYTES_PER_US if light else 0.0
+        add("register-spills", f"register spills in {k.name}{regs}: " + ", ".join(what),
+            0.6 if heavy_local else (0.1 + 0.3 * rate if light else 0.4))
     occ = k.achieved_occupancy_pct
     if occ is not None and occ < LOW_OCCUPANCY:
         theo = f" (theoretical {k.theoretical_occupancy_pct:.0f}%" + (
             f", limited by {k.occupancy_limiter.replace('_', ' ')})" if k.occupancy_limiter else ")") \
             if k.theoretical_occupancy_pct is not None else ""
         busy = max(k.dram_pct or 0, k.sm_pct or 0)
-        add("low-occupancy", f"low occupancy in {k.name}: {occ:.0f}% of the SM's warps resident{theo}",
+        enough = (f"; yet DRAM runs at {k.dram_pct:.0f}% of peak, so more resident warps would gain little here"
+                  if (k.dram_pct or 0) >= DRAM_SATURATED else "")
+        add("low-occupancy", f"low occupancy in {k.name}: {occ:.0f}% of the SM's warps resident{theo}{enough}",
             (1 - occ / LOW_OCCUPANCY) * 0.5 + (0.3 if busy < 60 else 0.0))
     if k.tail_idle_pct is not None and k.tail_idle_pct >= TAIL_IDLE:
         waves = f"{k.waves:.2f} waves" if k.waves is not None else "the grid"
@@ -112,7 +140,9 @@ def kernel_findings(k: KernelProfile, family: str | None = None) -> list[Finding
     elif (k.sm_pct or 0) >= COMPUTE_SATURATED:
         add("compute-bound", f"{k.name} keeps the SMs {k.sm_pct:.0f}% busy: do less arithmetic per element "
                              "or use faster units", 0.3)
-    if not out and k.dram_pct is not None and k.sm_pct is not None and max(k.dram_pct, k.sm_pct) < BUSY:
+    # L2 counts as busy too: a tile loop re-reading operands from L2 is not waiting on latency.
+    if not out and k.dram_pct is not None and k.sm_pct is not None and max(k.dram_pct, k.sm_pct,
+                                                                              k.l2_pct or 0) < BUSY:
         stall = f"; warps mostly stall on {k.stalls[0].reason.replace('_', ' ')} ({k.stalls[0].share_pct:.0f}%)" \
             if k.stalls else ""
         add("latency-bound", f"{k.name} keeps neither DRAM ({k.dram_pct:.0f}%) nor the SMs ({k.sm_pct:.0f}%) "

@@ -113,9 +113,16 @@ def rejected_metrics(log: str, asked: list[str]) -> list[str]:
     return [m for m in asked if any(m in ln for ln in errors)]
 
 
+PASSES_METRIC = "profiler__replayer_passes"
+
+
 def passes(log: str) -> list[int]:
-    """Replay passes per profiled kernel, from ncu's '==PROF== Profiling "k" ... - N passes' lines."""
-    return [int(m.group(2)) for m in _PASSES.finditer(log)]
+    """Replay passes per profiled kernel, from ncu's '==PROF== Profiling "k" ... - N passes' lines or,
+    where ncu prints none (2025.3.1 with --csv does not), the raw page's profiler__replayer_passes column."""
+    found = [int(m.group(2)) for m in _PASSES.finditer(log)]
+    if found:
+        return found
+    return [int(v) for k in parse_csv(log) if (v := k["values"].get(PASSES_METRIC, (None, ""))[0]) is not None]
 
 
 # ---------------------------------------------------------------------------
@@ -223,7 +230,29 @@ def kernel_profile(parsed: dict) -> KernelProfile:
         missing.pop("local_ld_sectors", None)
         missing.pop("local_st_sectors", None)
     rec.missing = missing
-    return rec
+    return uncounted_efficiency(rec)
+
+
+def uncounted_efficiency(rec: KernelProfile) -> KernelProfile:
+    """Global load/store efficiency set to None (with the reason in ``missing``) where the number says
+    nothing about coalescing: 0% with sectors fetched (the SASS metric counts plain LDG/STG only, and
+    Triton's tl.dot operands arrive by cp.async or TMA), or one sector per request (a warp storing one
+    value uses 4 of 32 bytes, as coalesced as it can be)."""
+    update, missing = {}, dict(rec.missing)
+    for kind, spr, eff in (("ld", rec.ld_sectors_per_request, rec.ld_efficiency_pct),
+                           ("st", rec.st_sectors_per_request, rec.st_efficiency_pct)):
+        if eff is None or not spr:
+            continue
+        if eff == 0:
+            missing[f"{kind}_efficiency_pct"] = ("0% with sectors fetched: no plain LDG/STG counted (cp.async or "
+                                                 "TMA copies); says nothing about coalescing")
+        elif spr <= 1.0:
+            missing[f"{kind}_efficiency_pct"] = (f"{eff:g}% at one sector per request: a warp accesses one value; "
+                                                 "says nothing about coalescing")
+        else:
+            continue
+        update[f"{kind}_efficiency_pct"] = None
+    return rec.model_copy(update={**update, "missing": missing}) if update else rec
 
 
 def tail_idle_pct(waves: float | None, grid: float | None, sms: float | None) -> float | None:

@@ -196,6 +196,23 @@ def assemble(task: TaskInfo, solution_hash: str, device: str, hw: Hardware, raw:
                          raw_csv=raw["csv"], kernel_time_us=_total([k.duration_us for k in kernels]), notes=notes)
 
 
+def rediagnose(report: ProfileReport, family: str | None = None) -> ProfileReport:
+    """The same counters diagnosed again with the current rules: findings, state, diagnosis and
+    techniques recomputed from the report's kernels (a saved profile read after the rules changed)."""
+    if not report.available or not report.kernels:
+        return report
+    if family is None and report.task_signature:
+        family = report.task_signature.split(":", 1)[0]
+    kernels = [ncu.uncounted_efficiency(k) for k in report.kernels]
+    findings, state = diagnose.diagnose(kernels, family)
+    main = max(kernels, key=lambda k: k.duration_us or 0.0)
+    return report.model_copy(update={"kernels": kernels, "findings": findings, "state": state,
+                                     "metrics": {n: float(v) if isinstance(v, int) else v  # as validation would
+                                                 for n, v in main.metrics().items()},
+                                     "diagnosis": diagnose.summary(findings, state),
+                                     "techniques": diagnose.techniques_of(findings, state)})
+
+
 def with_instead(report: ProfileReport) -> ProfileReport:
     """Say what was measured instead of the counters."""
     instead = []
