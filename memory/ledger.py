@@ -50,6 +50,12 @@ class Ledger:
         self.path = path
         self.max_text_bytes = max_text_bytes
         self._lock = threading.RLock()
+        # Reads go through a pool of read-only connections: in WAL mode they see the last
+        # commit without waiting for the writer's lock, its transaction or its fsync.
+        self._idle: list[sqlite3.Connection] = []
+        self._local = threading.local()
+        self._closed = False
+        self._busy_ms = int(conn.execute("PRAGMA busy_timeout").fetchone()[0])
         self._vocab = Vocabulary()
         self.store_id = self._meta("store_id")
         self.schema_version = read_version(conn)
@@ -94,6 +100,9 @@ class Ledger:
 
     def close(self) -> None:
         with self._lock:
+            self._closed = True
+            while self._idle:
+                self._idle.pop().close()
             self._conn.close()
 
     def _meta(self, key: str) -> str:
@@ -109,6 +118,7 @@ class Ledger:
         """One write transaction (``BEGIN IMMEDIATE``): all or nothing."""
         with self._lock:
             cur = self._conn.cursor()
+            self._local.writing = getattr(self._local, "writing", 0) + 1
             try:
                 cur.execute("BEGIN IMMEDIATE")
                 yield cur
@@ -118,24 +128,56 @@ class Ledger:
                     cur.execute("ROLLBACK")
                 raise
             finally:
+                self._local.writing -= 1
                 cur.close()
+
+    @contextmanager
+    def _reader(self) -> Iterator[sqlite3.Connection]:
+        """A read-only connection from the pool (the writer's own inside ``write()``, so a
+        transaction reads what it has written so far)."""
+        if getattr(self._local, "writing", 0):
+            with self._lock:
+                yield self._conn
+            return
+        try:
+            conn = self._idle.pop()
+        except IndexError:
+            conn = self._open_reader()
+        try:
+            yield conn
+        finally:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            if self._closed:
+                conn.close()
+            else:
+                self._idle.append(conn)
+
+    def _open_reader(self) -> sqlite3.Connection:
+        if self._closed:
+            raise StoreError(f"the ledger {self.path} is closed", hint="open the store again")
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
+                               timeout=self._busy_ms / 1000)
+        conn.execute(f"PRAGMA busy_timeout={self._busy_ms}")
+        conn.execute("PRAGMA query_only=1")
+        return conn
 
     @contextmanager
     def snapshot(self) -> Iterator[sqlite3.Cursor]:
         """A read transaction: every query inside sees one consistent state."""
-        with self._lock:
-            cur = self._conn.cursor()
+        with self._reader() as conn:
+            cur = conn.cursor()
             try:
                 cur.execute("BEGIN")
                 yield cur
             finally:
-                if self._conn.in_transaction:
+                if conn.in_transaction:
                     cur.execute("COMMIT")
                 cur.close()
 
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
-        with self._lock:
-            return self._conn.execute(sql, params).fetchall()
+        with self._reader() as conn:
+            return conn.execute(sql, params).fetchall()
 
     @staticmethod
     def _change(cur: sqlite3.Cursor, kind: str, item_id: str, op: str = "put") -> None:

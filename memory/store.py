@@ -38,6 +38,7 @@ from skillbase.memory import indexer
 from skillbase.memory.documents import COLLECTIONS, TEXT_MAX_TOKENS, IndexDoc, attempt_doc, experience_doc
 from skillbase.memory.embeddings import DEFAULT_MODEL_NAME, Embedder
 from skillbase.memory.filters import validate_where
+from skillbase.memory.follower import Follower
 from skillbase.memory.graph import ReasoningGraph, snapshot_seq_of
 from skillbase.memory.jsonl import export_jsonl, import_jsonl
 from skillbase.memory.ledger import Ledger
@@ -51,6 +52,7 @@ SNAPSHOT_EVERY = 5000  # ledger changes between graph snapshots
 SYNC_BATCH = 512  # ledger changes applied to the index per lock hold
 KNOWN_DOCS_MAX = 4096  # documents of this process's own fresh writes kept for the next sync
 MAX_QUERY_CHARS = 20_000
+INDEX_WAIT_S = 10.0  # longest a search waits for the follower before catching up itself
 
 
 class Store:
@@ -69,6 +71,8 @@ class Store:
         self._glock = threading.RLock()
         self._known: dict[tuple[str, str], IndexDoc] = {}
         self._klock = threading.Lock()
+        # Index and graph updates after a write run here, off the caller's path.
+        self._follower = Follower(self._follow)
 
     # -- opening and closing --------------------------------------------------
 
@@ -104,7 +108,9 @@ class Store:
         return store
 
     def close(self) -> None:
-        """Snapshot the graph if it moved, then release files and clients."""
+        """Finish indexing what was written, snapshot the graph if it moved, then release
+        files and clients."""
+        self._follower.close()
         with self._glock:
             if self._graph is not None and self._graph.seq > self._graph.snapshot_seq:
                 try:
@@ -178,21 +184,43 @@ class Store:
                 self._catch_up_graph()
 
     def _embed_ahead(self, docs: list[IndexDoc]) -> None:
-        # Embedded before the ledger commit, outside every lock, so that the
-        # process that indexes the records (this one or another) finds their
-        # vectors in the cache. A failing model never stops the commit.
+        # Embedded before the ledger commit, outside every lock (and batched with
+        # other threads' texts), so that the process that indexes the records
+        # (this one or another) finds their vectors in the cache. A failing model
+        # never stops the commit.
         try:
             indexer.warm(self.embedder, docs)
         except Exception as e:
-            log.warning("embedding failed; the index will catch up later: %s", e)
+            msg = f"embedding failed; the index will catch up later: {e}"
+            log.warning(msg)
+            warnings.warn(msg, MemoryIndexWarning, stacklevel=4)
 
     def _after_write(self, docs: list[IndexDoc]) -> None:
+        # The ledger commit is done and durable: the caller is answered now, and the
+        # follower indexes this write together with whatever else arrived meanwhile.
         with self._klock:
             for d in docs:
                 self._known[d.collection, d.id] = d
             while len(self._known) > KNOWN_DOCS_MAX:
                 self._known.pop(next(iter(self._known)))
-        self._sync_quietly(wait=False)
+        self._follower.poke()
+
+    def _follow(self) -> None:
+        self._sync_quietly()
+
+    def _await_index(self) -> None:
+        """Block until the index reflects every change committed before this call: the
+        follower's next round does it (one upsert for many writers); if that round does
+        not get there, this thread catches up itself and raises what goes wrong."""
+        target = self.ledger.max_seq()
+
+        def ready() -> bool:
+            seen = self.vectors.peek_seq()
+            return seen is not None and seen >= target
+
+        if ready() or self._follower.wait(ready, INDEX_WAIT_S):
+            return
+        self._sync_index()
 
     def _known_docs(self) -> dict[tuple[str, str], IndexDoc]:
         with self._klock:
@@ -447,6 +475,11 @@ class Store:
         embedding = self.embedder.embed_one(text[:MAX_QUERY_CHARS], max_tokens=TEXT_MAX_TOKENS)
         for retry in (False, True):
             try:
+                self._await_index()
+                with self.vectors.reading() as current:
+                    if current:  # no lock: beside other queries and the follower's upserts
+                        return self.vectors.query(collection, embedding, k, where, documents, exhaustive)
+                # Not open yet, or another process wrote since: reopen and catch up under the lock.
                 self._sync_index()
                 with self.vectors.session():
                     state = self.vectors.ready()
