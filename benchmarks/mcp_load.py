@@ -104,19 +104,14 @@ def start_chroma(path: Path) -> tuple[subprocess.Popen, str]:
     return proc, url
 
 
-def start_server(home: Path, port: int, chroma_url: str | None, profile: Path | None,
-                 log_path: Path) -> subprocess.Popen:
-    """`skillbase serve --transport http` with a token on 127.0.0.1:port (under py-spy with ``profile``)."""
+def start_server(home: Path, port: int, chroma_url: str | None, log_path: Path) -> subprocess.Popen:
+    """`skillbase serve --transport http` with a token on 127.0.0.1:port."""
     env = {**os.environ, "SKILLBASE_HOME": str(home), "SKILLBASE_TOKEN": TOKEN, "PYTHONPATH": str(ROOT),
            "SKILLBASE_DEVICE": "cpu"}
     if chroma_url:
         env["SKILLBASE_CHROMA_URL"] = chroma_url
     cmd = [sys.executable, "-m", "skillbase", "serve", "--transport", "http", "--port", str(port),
            "--root", str(ROOT)]
-    if profile is not None:
-        spy = Path(sys.executable).parent / "py-spy"
-        cmd = [str(spy), "record", "--idle", "--threads", "--rate", "200", "--format", "raw", "--nonblocking",
-               "-o", str(profile / "server.pyspy.txt"), "--", *cmd]
     proc = subprocess.Popen(cmd, env=env, cwd=str(ROOT), stdout=open(log_path, "wb"), stderr=subprocess.STDOUT)
 
     def ready():
@@ -124,6 +119,19 @@ def start_server(home: Path, port: int, chroma_url: str | None, profile: Path | 
             pass
 
     _wait(ready, proc, "skillbase serve", log_path)
+    return proc
+
+
+def attach_py_spy(pid: int, out_dir: Path) -> subprocess.Popen:
+    """py-spy sampling every thread of the warmed-up server (idle ones too) until stopped:
+    the profile covers the load only, not the server's start."""
+    spy = Path(sys.executable).parent / "py-spy"
+    proc = subprocess.Popen([str(spy), "record", "--pid", str(pid), "--idle", "--threads", "--rate", "200",
+                             "--format", "raw", "--nonblocking", "-o", str(out_dir / "server.pyspy.txt")],
+                            stdout=open(out_dir / "py-spy.log", "wb"), stderr=subprocess.STDOUT)
+    time.sleep(1.0)
+    if proc.poll() is not None:
+        raise SystemExit(f"py-spy could not attach: {(out_dir / 'py-spy.log').read_text()[-1000:]}")
     return proc
 
 
@@ -377,17 +385,22 @@ def main(argv: list[str] | None = None) -> dict:
         if args.profile:
             args.profile.mkdir(parents=True, exist_ok=True)
         port = _free_port()
-        server = start_server(home, port, chroma_url, args.profile, tmp / "server.log")
+        server = start_server(home, port, chroma_url, tmp / "server.log")
         url = f"http://127.0.0.1:{port}/mcp"
         runs = []
         load_before = os.getloadavg()
         try:
             # One uncounted warm-up session: the server opens the store and the model once.
             asyncio.run(_warm(url))
-            for n in [int(x) for x in args.clients.split(",")]:
-                r = run_load(url, home, n, args.calls, args.mix, args.procs, args.probes)
-                runs.append(r)
-                _print(r)
+            spy = attach_py_spy(server.pid, args.profile) if args.profile else None
+            try:
+                for n in [int(x) for x in args.clients.split(",")]:
+                    r = run_load(url, home, n, args.calls, args.mix, args.procs, args.probes)
+                    runs.append(r)
+                    _print(r)
+            finally:
+                if spy is not None:
+                    stop(spy)
         finally:
             stop(server)
         result = {

@@ -20,7 +20,9 @@ from pathlib import Path
 # (bucket, pattern on one frame "func (file:line)"), tried from the innermost frame outwards.
 RULES = [
     ("embedding: model compute (torch)", r"\((torch|transformers|sentence_transformers|tokenizers)/"),
-    ("embedding: waiting for the model", r"_Model\.(encode|load) \(memory/embeddings\.py|_Batcher\.\w+ \(memory/"),
+    ("embedding: waiting for the model", r"_Model\.(encode|load) \(memory/embeddings\.py"),
+    ("ledger: group commit (waiting for the batch's fsync)", r"Ledger\._commit \(memory/ledger\.py"),
+    ("index: waiting for the follower", r"Follower\.wait \(memory/"),
     ("embedding: cache (SQLite)", r"EmbeddingCache\.\w+ \(memory/embeddings\.py"),
     ("chroma", r"\(chromadb/"),
     ("index lock (file + thread)", r"\(filelock/|VectorIndex\.session \(memory/vectors\.py"),
@@ -34,7 +36,14 @@ RULES = [
     ("store bookkeeping", r"\(memory/"),
     ("tool layer", r"\(skillbase/|\(mcp_server/"),
 ]
-IDLE_WORKER = re.compile(r"WorkerThread\.run \(anyio/_backends/_asyncio\.py:\d+\)$")
+TOOL = re.compile(r"^(\w+) \(skillbase/tools\.py:\d+\)$")
+IDLE_LOOP = re.compile(r"select \(selectors\.py|_run_once \(asyncio/base_events\.py|run_forever|Runner\.run \(asyncio")
+
+
+def idle_worker(frames: list[str]) -> bool:
+    """A worker thread waiting for work: nothing below anyio's loop but the queue."""
+    i = next((k for k, f in enumerate(frames) if f.startswith("WorkerThread.run (anyio/")), None)
+    return i is None or all(re.match(r"(Queue\.get|Condition\.wait) ", f) for f in frames[i + 1:])
 
 
 def bucket(frames: list[str]) -> str:
@@ -49,10 +58,12 @@ def bucket(frames: list[str]) -> str:
 def summarize(path: Path, top: int = 15) -> str:
     """A text report of the profile at ``path``."""
     workers: Counter[str] = Counter()
+    per_tool: dict[str, Counter[str]] = {}
     leaves: Counter[str] = Counter()
     loop: Counter[str] = Counter()
+    follower: Counter[str] = Counter()
     idle_workers = 0
-    for line in path.read_text().splitlines():
+    for line in path.read_text(errors="replace").splitlines():
         stack, _, count = line.rpartition(" ")
         if not stack or not count.isdigit():
             continue
@@ -60,19 +71,35 @@ def summarize(path: Path, top: int = 15) -> str:
         thread, _, rest = stack.partition(";")
         frames = rest.split(";") if rest else []
         if "AnyIO worker thread" in thread:
-            if not frames or IDLE_WORKER.search(frames[-1]):
+            if idle_worker(frames):
                 idle_workers += n
                 continue
-            workers[bucket(frames)] += n
+            b = bucket(frames)
+            workers[b] += n
+            tool = next((m.group(1) for f in frames if (m := TOOL.match(f))), "other")
+            per_tool.setdefault(tool, Counter())[b] += n
             leaves[frames[-1]] += n
-        elif "MainThread" in thread or "process" in thread:
+        elif "index-follower" in thread:
+            waiting = bool(frames) and frames[-1].startswith("Condition.wait") and any(
+                f.startswith("Follower._loop") for f in frames[-3:])
+            follower["waiting for writes" if waiting else bucket(frames)] += n
+        elif "MainThread" in thread:
             leaf = frames[-1] if frames else ""
-            idle = re.search(r"select \(selectors\.py|_run_once \(asyncio/base_events\.py|run_forever", leaf)
-            loop["event loop idle (waiting for I/O)" if idle else "event loop busy (HTTP, MCP SDK, JSON)"] += n
+            loop["event loop idle (waiting for I/O)" if IDLE_LOOP.search(leaf)
+                 else "event loop busy (HTTP, MCP SDK, JSON)"] += n
     busy = sum(workers.values()) or 1
-    out = [f"worker-thread samples: {busy} busy, {idle_workers} idle (py-spy --idle, wall-clock sampling)"]
+    out = [f"tool-call (worker) thread samples: {busy} busy, {idle_workers} idle (py-spy --idle: wall-clock sampling)"]
     for name, n in workers.most_common():
         out.append(f"  {100 * n / busy:5.1f}%  {name}")
+    for tool, c in sorted(per_tool.items(), key=lambda kv: -sum(kv[1].values())):
+        total = sum(c.values())
+        parts = ", ".join(f"{name} {100 * k / total:.0f}%" for name, k in c.most_common(6))
+        out.append(f"  {tool}: {total} samples = {parts}")
+    total_f = sum(follower.values())
+    if total_f:
+        out.append(f"follower thread samples: {total_f}")
+        for name, n in follower.most_common(6):
+            out.append(f"  {100 * n / total_f:5.1f}%  {name}")
     total_loop = sum(loop.values()) or 1
     out.append(f"event-loop thread samples: {total_loop}")
     for name, n in loop.most_common():

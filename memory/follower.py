@@ -2,8 +2,9 @@
 caught up with the ledger, so a write returns as soon as its ledger commit is durable.
 
 Writers ``poke()`` it after committing; it runs ``sync`` (read the outbox after the seq the
-index reflects, embed from the cache, upsert) once per round, so the writes of many
-concurrent callers land in one chroma upsert. Readers that must see every committed record
+index reflects, embed, upsert: one batch) once per round, so the writes of many concurrent
+callers land in one model call and one chroma upsert; ``sync`` returning True asks for
+another round at once (a backlog is worked off batch by batch, waiters told after each). Readers that must see every committed record
 ``wait(ready)``: it pokes and blocks until a round that began after the call has finished
 and ``ready()`` holds; False means the round did not get there (the index is broken, the
 model is missing, another process holds the lock), and the caller does the work itself,
@@ -22,7 +23,7 @@ log = logging.getLogger("skillbase.memory")
 class Follower:
     """Runs ``sync()`` in a daemon thread whenever poked; rounds never overlap."""
 
-    def __init__(self, sync: Callable[[], None], *, name: str = "skillbase-index-follower"):
+    def __init__(self, sync: Callable[[], bool | None], *, name: str = "skillbase-index-follower"):
         self._sync = sync
         self._name = name
         self._cv = threading.Condition()
@@ -49,7 +50,8 @@ class Follower:
         """Poke, then wait (at most ``timeout`` seconds) for that round to finish; returns ``ready()``."""
         ticket = self.poke()
         with self._cv:
-            self._cv.wait_for(lambda: self._done >= ticket or self._stopping, timeout)
+            # Checked after every round: the one running now may already get there.
+            self._cv.wait_for(lambda: self._done >= ticket or self._stopping or ready(), timeout)
         return ready()
 
     def _loop(self) -> None:
@@ -59,14 +61,17 @@ class Follower:
                 if self._stopping and self._asked <= self._done:
                     return
                 target = self._asked
+            more = False
             try:
-                self._sync()
+                more = bool(self._sync())
                 self.last_error = None
             except BaseException as e:  # the ledger holds the records; the next round or a reader retries
                 self.last_error = e
                 log.warning("the index follower could not catch up (a reader will): %s: %s", type(e).__name__, e)
             with self._cv:
                 self._done = max(self._done, target)
+                if more:  # work is left (a backlog, or writes that kept coming): go round again
+                    self._asked = max(self._asked, self._done + 1)
                 self.rounds += 1
                 self._cv.notify_all()
 

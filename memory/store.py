@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from contextvars import ContextVar
 import warnings
 from collections.abc import Iterable, Sequence
 from datetime import datetime
@@ -31,6 +32,7 @@ from skillbase.config import Settings
 from skillbase.errors import ConfigError, InvalidInput, SkillbaseError, StoreError
 from skillbase.models import (
     Attempt, BenchReport, CompileReport, Experience, Feedback, Skill, SkillVersion, TaskInfo, Technique, content_hash,
+    utcnow,
 )
 
 from skillbase import seeds
@@ -53,6 +55,13 @@ SYNC_BATCH = 512  # ledger changes applied to the index per lock hold
 KNOWN_DOCS_MAX = 4096  # documents of this process's own fresh writes kept for the next sync
 MAX_QUERY_CHARS = 20_000
 INDEX_WAIT_S = 10.0  # longest a search waits for the follower before catching up itself
+# A search waits for another caller's unindexed change only once it is older than this: the
+# follower indexes a write within one round (~0.1 s idle, under 1 s loaded), so a change this
+# old means no follower is on it (another process wrote) or it is stuck.
+MAX_INDEX_LAG_S = 2.0
+# The ledger seq of the last write made in this context, per store: a caller's searches
+# always see its own writes. A server runs each tool call in its own context.
+_WRITTEN: ContextVar[dict[str, int]] = ContextVar("skillbase_store_written", default={})
 
 
 class Store:
@@ -73,6 +82,7 @@ class Store:
         self._klock = threading.Lock()
         # Index and graph updates after a write run here, off the caller's path.
         self._follower = Follower(self._follow)
+        self._key = f"{ledger.store_id}:{ledger.path}"
 
     # -- opening and closing --------------------------------------------------
 
@@ -136,7 +146,7 @@ class Store:
         self._catch_up_graph()
         return n
 
-    def _sync_index(self, *, wait: bool = True) -> int:
+    def _sync_index(self, *, wait: bool = True, max_batches: int | None = None) -> int:
         # Batch by batch: plan and embed outside the index lock (the cache
         # usually has the vectors already), then take the lock only to write
         # chroma, so other processes wait for writes, never for the model.
@@ -167,12 +177,17 @@ class Store:
                     reset_done = True
                     continue
             applied += n
-            if n == 0:
+            if n == 0 or max_batches == 1:
                 return applied
+            if max_batches is not None:
+                max_batches -= 1
 
-    def _sync_quietly(self, *, wait: bool = True) -> None:
+    def _sync_quietly(self, *, wait: bool = True, max_batches: int | None = None) -> int | None:
+        """``_sync_index`` that turns an indexing failure into a MemoryIndexWarning; returns
+        the changes applied, None after a failure (the graph is caught up either way)."""
+        applied = None
         try:
-            self._sync_index(wait=wait)
+            applied = self._sync_index(wait=wait, max_batches=max_batches)
         except BaseException as e:
             if not chroma_failure(e):
                 raise
@@ -182,43 +197,51 @@ class Store:
         with self._glock:
             if self._graph is not None:
                 self._catch_up_graph()
-
-    def _embed_ahead(self, docs: list[IndexDoc]) -> None:
-        # Embedded before the ledger commit, outside every lock (and batched with
-        # other threads' texts), so that the process that indexes the records
-        # (this one or another) finds their vectors in the cache. A failing model
-        # never stops the commit.
-        try:
-            indexer.warm(self.embedder, docs)
-        except Exception as e:
-            msg = f"embedding failed; the index will catch up later: {e}"
-            log.warning(msg)
-            warnings.warn(msg, MemoryIndexWarning, stacklevel=4)
+        return applied
 
     def _after_write(self, docs: list[IndexDoc]) -> None:
-        # The ledger commit is done and durable: the caller is answered now, and the
-        # follower indexes this write together with whatever else arrived meanwhile.
+        # The ledger commit is done and durable: the caller is answered now. The
+        # follower embeds and indexes this write together with whatever else arrived
+        # meanwhile (one model call, one upsert); this caller's own searches wait for it.
         with self._klock:
             for d in docs:
                 self._known[d.collection, d.id] = d
             while len(self._known) > KNOWN_DOCS_MAX:
                 self._known.pop(next(iter(self._known)))
+        written = dict(_WRITTEN.get())
+        written[self._key] = self.ledger.max_seq()
+        _WRITTEN.set(written)
         self._follower.poke()
 
-    def _follow(self) -> None:
-        self._sync_quietly()
+    def _follow(self) -> bool:
+        # One batch per round, so searches waiting for it are told after every batch
+        # even while writes keep coming; True asks the follower for another round.
+        if not self._sync_quietly(max_batches=1):
+            return False  # nothing to do, or it failed (warned): wait for the next write or read
+        seen = self.vectors.peek_seq()
+        return seen is not None and seen < self.ledger.max_seq()
 
     def _await_index(self) -> None:
-        """Block until the index reflects every change committed before this call: the
-        follower's next round does it (one upsert for many writers); if that round does
-        not get there, this thread catches up itself and raises what goes wrong."""
-        target = self.ledger.max_seq()
+        """Make the index fresh enough for a search: it must hold every write made in the
+        caller's own context (thread, or task of a server), and no change committed more
+        than MAX_INDEX_LAG_S ago may be missing; newer writes of other callers are being
+        indexed by the follower and appear within its round. Otherwise wait for the
+        follower; if it does not get there, catch up here and raise what goes wrong."""
+        own = _WRITTEN.get().get(self._key, 0)
+        seen = self.vectors.peek_seq()
+        if seen is not None and seen >= own:
+            first = self.ledger.first_change_after(seen)
+            if first is None or (utcnow() - first[1]).total_seconds() <= MAX_INDEX_LAG_S:
+                if first is not None:
+                    self._follower.poke()  # in case no writer of this process asked (another process wrote)
+                return
+        target = max(own, self.ledger.max_seq())
 
         def ready() -> bool:
-            seen = self.vectors.peek_seq()
-            return seen is not None and seen >= target
+            now = self.vectors.peek_seq()
+            return now is not None and now >= target
 
-        if ready() or self._follower.wait(ready, INDEX_WAIT_S):
+        if self._follower.wait(ready, INDEX_WAIT_S):
             return
         self._sync_index()
 
@@ -246,7 +269,13 @@ class Store:
     @property
     def graph(self) -> ReasoningGraph:
         """The reasoning graph, loaded from its snapshot on first use and
-        caught up with the ledger on every access."""
+        caught up with the ledger on every access (while another thread is
+        catching it up, it is returned as it is: its reads lock it)."""
+        graph = self._graph
+        if graph is not None and not self._glock.acquire(blocking=False):
+            return graph
+        if graph is not None:
+            self._glock.release()
         with self._glock:
             if self._graph is None:
                 self._graph = self._load_graph()
@@ -285,7 +314,6 @@ class Store:
     def record_attempts(self, attempts: Sequence[Attempt]) -> list[Attempt]:
         """Record several attempts in one transaction (parents first)."""
         docs = [attempt_doc(self.ledger.validate_attempt(a)) for a in attempts]
-        self._embed_ahead(docs)
         stored = self.ledger.record_attempts(attempts)
         self._after_write(docs)
         return stored
@@ -389,7 +417,6 @@ class Store:
     def record_experiences(self, exps: Sequence[Experience]) -> list[Experience]:
         """Record several lessons in one transaction."""
         docs = [experience_doc(self.ledger.validate_experience(e)) for e in exps]
-        self._embed_ahead(docs)
         stored = self.ledger.record_experiences(exps)
         self._after_write(docs)
         return stored
