@@ -122,12 +122,14 @@ def start_server(home: Path, port: int, chroma_url: str | None, log_path: Path) 
     return proc
 
 
-def attach_py_spy(pid: int, out_dir: Path) -> subprocess.Popen:
-    """py-spy sampling every thread of the warmed-up server (idle ones too) until stopped:
-    the profile covers the load only, not the server's start."""
+def attach_py_spy(pid: int, out_dir: Path, cpu: bool = False) -> subprocess.Popen:
+    """py-spy sampling every thread of the warmed-up server until stopped: the profile covers
+    the load only, not the server's start. Wall clock (waiting threads too) by default; with
+    ``cpu``, only threads running on a CPU (where the server's CPU time goes)."""
     spy = Path(sys.executable).parent / "py-spy"
-    proc = subprocess.Popen([str(spy), "record", "--pid", str(pid), "--idle", "--threads", "--rate", "200",
-                             "--format", "raw", "--nonblocking", "-o", str(out_dir / "server.pyspy.txt")],
+    name = "server.cpu.pyspy.txt" if cpu else "server.pyspy.txt"
+    proc = subprocess.Popen([str(spy), "record", "--pid", str(pid), *([] if cpu else ["--idle"]), "--threads",
+                             "--rate", "200", "--format", "raw", "--nonblocking", "-o", str(out_dir / name)],
                             stdout=open(out_dir / "py-spy.log", "wb"), stderr=subprocess.STDOUT)
     time.sleep(1.0)
     if proc.poll() is not None:
@@ -232,12 +234,20 @@ def client_group(url: str, clients: list[int], calls: int, mix: tuple[str, ...],
                 break
             await asyncio.sleep(0.05)
         await asyncio.to_thread(barrier.wait)
+        cpu0 = time.process_time()
         go.set()
-        return [r for t in await asyncio.gather(*tasks, return_exceptions=True)
+        rows = [r for t in await asyncio.gather(*tasks, return_exceptions=True)
                 for r in (t if isinstance(t, list) else [{"tool": "session", "ms": 0, "end": time.time(),
                                                           "error": repr(t)[:300], "work_ms": None, "id": None}])]
+        return rows, time.process_time() - cpu0
 
     out.put(asyncio.run(main()))
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def visibility_probe(url: str, label: str, probes: int, gap_s: float, stop_at: float) -> list[dict]:
@@ -303,7 +313,8 @@ def ledger_counts(home: Path, label: str) -> dict:
             "duplicate_lessons": len(texts) - len(set(texts))}
 
 
-def run_load(url: str, home: Path, n_clients: int, calls: int, mix_name: str, procs: int, probes: int) -> dict:
+def run_load(url: str, home: Path, n_clients: int, calls: int, mix_name: str, procs: int, probes: int,
+             server_pid: int) -> dict:
     """N clients x ``calls`` calls against the running server, plus the visibility probe."""
     mix = MIXES[mix_name]
     label = f"load-{uuid.uuid4().hex[:8]}"
@@ -316,16 +327,18 @@ def run_load(url: str, home: Path, n_clients: int, calls: int, mix_name: str, pr
     for w in workers:
         w.start()
     barrier.wait(timeout=600)
-    t0 = time.time()
+    t0, server_cpu0 = time.time(), cpu_seconds(server_pid)
 
     async def probe_and_collect():
         probe = asyncio.create_task(visibility_probe(url, label, probes, 1.0, stop_at=time.time() + 3600))
-        rows = []
+        rows, cpu = [], 0.0
         for _ in workers:
-            rows += await asyncio.to_thread(out.get)
-        return rows, await probe
+            got, used = await asyncio.to_thread(out.get)
+            rows, cpu = rows + got, cpu + used
+        return rows, cpu, await probe
 
-    rows, probe = asyncio.run(probe_and_collect())
+    rows, client_cpu, probe = asyncio.run(probe_and_collect())
+    server_cpu = cpu_seconds(server_pid) - server_cpu0
     for w in workers:
         w.join(30)
     wall = max(r["end"] for r in rows) - t0
@@ -346,6 +359,11 @@ def run_load(url: str, home: Path, n_clients: int, calls: int, mix_name: str, pr
         "clients": n_clients, "calls_per_client": calls, "mix": list(mix), "client_processes": procs,
         "calls": len(rows), "answered": len(answered), "errors": len(rows) - len(answered),
         "wall_s": round(wall, 2), "throughput_calls_per_s": round(len(answered) / wall, 1),
+        # CPU per answered call (process CPU time over the run, the probe's calls included on the
+        # server side): what one call costs the server, and what the load generator spends.
+        "server_cpu_ms_per_call": round(1e3 * server_cpu / max(1, len(answered)), 2),
+        "client_cpu_ms_per_call": round(1e3 * client_cpu / max(1, len(answered)), 2),
+        "server_cpu_share": round(server_cpu / wall, 2),
         "tools": tools,
         "records": {"lessons_written": len(written_lessons), "lessons_found": len(stored["lesson_ids"]),
                     "lessons_lost": len(written_lessons - stored["lesson_ids"]),
@@ -368,6 +386,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--procs", type=int, default=4, help="client processes (default 4)")
     ap.add_argument("--probes", type=int, default=5, help="cross-client visibility probes per run (default 5)")
     ap.add_argument("--profile", type=Path, help="run the server under py-spy; write the raw stacks here")
+    ap.add_argument("--profile-cpu", action="store_true", help="with --profile: on-CPU samples only")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = ap.parse_args(argv)
 
@@ -392,10 +411,10 @@ def main(argv: list[str] | None = None) -> dict:
         try:
             # One uncounted warm-up session: the server opens the store and the model once.
             asyncio.run(_warm(url))
-            spy = attach_py_spy(server.pid, args.profile) if args.profile else None
+            spy = attach_py_spy(server.pid, args.profile, args.profile_cpu) if args.profile else None
             try:
                 for n in [int(x) for x in args.clients.split(",")]:
-                    r = run_load(url, home, n, args.calls, args.mix, args.procs, args.probes)
+                    r = run_load(url, home, n, args.calls, args.mix, args.procs, args.probes, server.pid)
                     runs.append(r)
                     _print(r)
             finally:
@@ -417,7 +436,7 @@ def main(argv: list[str] | None = None) -> dict:
             "seed_s": round(seed_s, 1),
         }
         if args.profile:
-            result["profile"] = str(args.profile / "server.pyspy.txt")
+            result["profile"] = str(args.profile / ("server.cpu.pyspy.txt" if args.profile_cpu else "server.pyspy.txt"))
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=1) + "\n")
         print(f"wrote {args.out}")
@@ -438,7 +457,8 @@ async def _warm(url: str) -> None:
 
 def _print(r: dict) -> None:
     print(f"{r['clients']} clients x {r['calls_per_client']} calls: {r['throughput_calls_per_s']} calls/s "
-          f"({r['answered']}/{r['calls']} answered in {r['wall_s']} s, wall clock)")
+          f"({r['answered']}/{r['calls']} answered in {r['wall_s']} s, wall clock); CPU per call: server "
+          f"{r['server_cpu_ms_per_call']} ms, clients {r['client_cpu_ms_per_call']} ms (process CPU time)")
     for tool, t in r["tools"].items():
         lat = t["latency"]
         if lat.get("n"):

@@ -221,12 +221,13 @@ class Store:
         seen = self.vectors.peek_seq()
         return seen is not None and seen < self.ledger.max_seq()
 
-    def _await_index(self) -> None:
+    def _await_index(self) -> int:
         """Make the index fresh enough for a search: it must hold every write made in the
         caller's own context (thread, or task of a server), and no change committed more
         than MAX_INDEX_LAG_S ago may be missing; newer writes of other callers are being
         indexed by the follower and appear within its round. Otherwise wait for the
-        follower; if it does not get there, catch up here and raise what goes wrong."""
+        follower; if it does not get there, catch up here and raise what goes wrong.
+        Returns the ledger seq the index must reflect for this search."""
         own = _WRITTEN.get().get(self._key, 0)
         seen = self.vectors.peek_seq()
         if seen is not None and seen >= own:
@@ -234,16 +235,16 @@ class Store:
             if first is None or (utcnow() - first[1]).total_seconds() <= MAX_INDEX_LAG_S:
                 if first is not None:
                     self._follower.poke()  # in case no writer of this process asked (another process wrote)
-                return
+                return seen
         target = max(own, self.ledger.max_seq())
 
         def ready() -> bool:
             now = self.vectors.peek_seq()
             return now is not None and now >= target
 
-        if self._follower.wait(ready, INDEX_WAIT_S):
-            return
-        self._sync_index()
+        if not self._follower.wait(ready, INDEX_WAIT_S):
+            self._sync_index()
+        return target
 
     def _known_docs(self) -> dict[tuple[str, str], IndexDoc]:
         with self._klock:
@@ -502,15 +503,16 @@ class Store:
         embedding = self.embedder.embed_one(text[:MAX_QUERY_CHARS], max_tokens=TEXT_MAX_TOKENS)
         for retry in (False, True):
             try:
-                self._await_index()
+                needed = self._await_index()
                 with self.vectors.reading() as current:
                     if current:  # no lock: beside other queries and the follower's upserts
                         return self.vectors.query(collection, embedding, k, where, documents, exhaustive)
-                # Not open yet, or another process wrote since: reopen and catch up under the lock.
-                self._sync_index()
+                # Not open yet, or another process wrote since: (re)open under the lock; catch up
+                # here only if that found the index short of what this search needs (it was reset).
                 with self.vectors.session():
                     state = self.vectors.ready()
-                    indexer.catch_up(self.ledger, self.vectors, self.embedder, state)
+                    if state["seq"] < needed:
+                        indexer.catch_up(self.ledger, self.vectors, self.embedder, state)
                     return self.vectors.query(collection, embedding, k, where, documents, exhaustive)
             except SkillbaseError:
                 raise

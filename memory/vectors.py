@@ -194,6 +194,7 @@ class VectorIndex:
         self._cols: dict[str, Any] = {}
         self._mirror: Mirror | None = None
         self._gen: str | None = None
+        self._prev_gen: str | None = None  # the generation before this process's last write
         self._counts: dict[str, int] = {}
         self.rebuilds = 0  # times this process rebuilt the index from scratch
         # Queries that run without the index lock (``reading``); closing the client waits for them.
@@ -280,9 +281,10 @@ class VectorIndex:
         if self._closing or self._client is None or mirror is None or mirror.replaced():
             return False
         try:
-            return mirror.state().get("gen") == self._gen and self._gen is not None
+            gen = mirror.state().get("gen")
         except sqlite3.Error:
             return False
+        return gen is not None and gen in (self._gen, self._prev_gen)
 
     def _ensure_open(self) -> dict[str, Any]:
         if self._mirror is not None and self._mirror.replaced():
@@ -391,8 +393,10 @@ class VectorIndex:
         """Mark the index dirty with a new generation before touching chroma,
         so a crash mid-write is noticed and other processes reopen."""
         gen = uuid.uuid4().hex
+        # Known as this process's own before it is published, so lock-free readers never
+        # mistake this write for another process's (which would send them the slow way).
+        self._prev_gen, self._gen = self._gen, gen
         self._mirror.set_state(gen=gen, dirty=1)
-        self._gen = gen
         if self.mode == "server":
             self._client.get_or_create_collection(self._name("marker"), embedding_function=None).modify(
                 metadata={"gen": gen, "store_id": self.store_id}
@@ -550,7 +554,7 @@ class VectorIndex:
                     self._client.close()
                 except Exception as e:  # a broken client must not block reopening
                     log.debug("closing the chroma client failed: %s", e)
-            self._client, self._cols, self._gen = None, {}, None
+            self._client, self._cols, self._gen, self._prev_gen = None, {}, None, None
 
     @contextmanager
     def _draining(self) -> Iterator[None]:
