@@ -25,7 +25,8 @@ RULES = [
     ("index: waiting for the follower", r"Follower\.wait \(memory/"),
     ("embedding: cache (SQLite)", r"EmbeddingCache\.\w+ \(memory/embeddings\.py"),
     ("chroma", r"\(chromadb/"),
-    ("index lock (file + thread)", r"\(filelock/|VectorIndex\.session \(memory/vectors\.py"),
+    # peek_seq as the innermost frame: waiting for the thread lock it took before this branch.
+    ("index lock (file + thread)", r"\(filelock/|VectorIndex\.(session|peek_seq) \(memory/vectors\.py"),
     ("index mirror (SQLite)", r"Mirror\.\w+ \(memory/vectors\.py"),
     ("ledger (SQLite I/O and its lock)", r"\(memory/ledger\.py"),
     ("reasoning graph", r"\(memory/graph\.py|Store\.(graph|_catch_up_graph|_load_graph) \(memory/store\.py|networkx/"),

@@ -80,6 +80,10 @@ class EmbeddingCache:
                 self._conn.execute("ROLLBACK")
                 raise
 
+    def discard(self, key: str) -> None:
+        with self._lock:
+            self._conn.execute("DELETE FROM embeddings WHERE key=?", (key,))
+
     def __len__(self) -> int:
         with self._lock:
             return self._conn.execute("SELECT COUNT(*) FROM embeddings").fetchone()[0]
@@ -109,6 +113,10 @@ class _Recent:
                     self._d.move_to_end(k)
                     out[k] = v
         return out
+
+    def discard(self, key: str) -> None:
+        with self._lock:
+            self._d.pop(key, None)
 
     def put_many(self, items: dict[str, np.ndarray]) -> None:
         with self._lock:
@@ -282,6 +290,14 @@ class Embedder:
             self._recent.put_many(fresh)
             found.update(fresh)
         return np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
+
+    def forget(self, text: str, *, max_tokens: int | None = None) -> None:
+        """Drop a text's vector from memory and the cache file (the next embed pays for the
+        model again: benchmarks of a new query use it)."""
+        key = self.key(text, max_tokens)
+        self._recent.discard(key)
+        if self.cache is not None:
+            self.cache.discard(key)
 
     def embed_one(self, text: str, *, max_tokens: int | None = None) -> np.ndarray:
         """The embedding of one text, shape (dim,)."""

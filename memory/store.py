@@ -56,9 +56,10 @@ KNOWN_DOCS_MAX = 4096  # documents of this process's own fresh writes kept for t
 MAX_QUERY_CHARS = 20_000
 INDEX_WAIT_S = 10.0  # longest a search waits for the follower before catching up itself
 # A search waits for another caller's unindexed change only once it is older than this: the
-# follower indexes a write within one round (~0.1 s idle, under 1 s loaded), so a change this
-# old means no follower is on it (another process wrote) or it is stuck.
-MAX_INDEX_LAG_S = 2.0
+# follower indexes a write within one round (~0.1 s idle, longer under load), so newer changes
+# are left to it and the search answers at once; an older one (the follower behind, or another
+# process wrote) is waited for, so a lesson reaches every other caller's search within ~1 s.
+MAX_INDEX_LAG_S = 1.0
 # The ledger seq of the last write made in this context, per store: a caller's searches
 # always see its own writes. A server runs each tool call in its own context.
 _WRITTEN: ContextVar[dict[str, int]] = ContextVar("skillbase_store_written", default={})
