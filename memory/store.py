@@ -393,7 +393,7 @@ class Store:
     def record_task(self, info: TaskInfo) -> TaskRecord:
         """Record (or refresh) a task's full TaskInfo."""
         rec = self.ledger.put_task(info)
-        self._sync_quietly()
+        self._after_write([])
         return rec
 
     def get_task(self, name: str) -> TaskRecord:
@@ -461,7 +461,7 @@ class Store:
     def record_feedback(self, fb: Feedback) -> None:
         """Record whether a recalled item was used and whether it helped."""
         self.ledger.record_feedback(fb)
-        self._sync_quietly()
+        self._after_write([])
 
     def list_feedback(self, item_kind: str | None = None, item_id: str | None = None, limit: int = 1000) -> list[Feedback]:
         return self.ledger.list_feedback(item_kind, item_id, limit)
