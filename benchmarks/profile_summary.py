@@ -34,7 +34,7 @@ RULES = [
     ("retrieval (python)", r"\(retrievers/"),
     ("pydantic validation / dumps", r"\(pydantic|pydantic_core"),
     ("toolchain (benchmark worker)", r"\(skillbase/toolchain/"),
-    ("store bookkeeping", r"\(memory/"),
+    ("store bookkeeping", r"\(memory/(?!batching)"),  # a batcher frame: its caller says which
     ("tool layer", r"\(skillbase/|\(mcp_server/"),
 ]
 TOOL = re.compile(r"^(\w+) \(skillbase/tools\.py:\d+\)$")
