@@ -286,11 +286,7 @@ def forget_query_embedding(retriever, args: dict) -> None:
     info = args.get("task")
     q = build_query(text=args.get("text"), task=info, source=args.get("source"), report=args.get("report"),
                     arch=args.get("arch"), matcher=retriever.catalog.matcher)
-    emb = retriever.store.embedder
-    if emb.cache is not None:
-        key = emb.key(q.text[:20_000], TEXT_MAX_TOKENS)
-        with emb.cache._lock:
-            emb.cache._conn.execute("DELETE FROM embeddings WHERE key=?", (key,))
+    retriever.store.embedder.forget(q.text[:20_000], max_tokens=TEXT_MAX_TOKENS)
 
 
 def run_mode(retriever, q: dict, mode: str, k: int = 10):

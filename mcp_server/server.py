@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -76,7 +77,14 @@ def _progress_relay(ctx: Context) -> Progress:
     return relay
 
 
-def _tool(spec: ToolSpec, sb: skillbase.SkillBase, workspace: Path) -> Tool:
+def tool_threads() -> int:
+    """Threads that run quick tool calls at once (SKILLBASE_TOOL_THREADS; default twice the
+    cores, at least 4). More only interleave on the GIL: under load every call gets slower
+    and the index follower starves. Long-running tools (benchmarks) have a pool of their own."""
+    return int(os.environ.get("SKILLBASE_TOOL_THREADS") or max(4, 2 * (os.cpu_count() or 2)))
+
+
+def _tool(spec: ToolSpec, sb: skillbase.SkillBase, workspace: Path, limiter=None) -> Tool:
     async def handler(arguments: dict, ctx: Context) -> CallToolResult:
         call = CallContext(progress=_progress_relay(ctx) if spec.long_running else None,
                            agent=_client_name(ctx), workspace=workspace)
@@ -87,7 +95,7 @@ def _tool(spec: ToolSpec, sb: skillbase.SkillBase, workspace: Path) -> Tool:
             return out, (time.perf_counter() - start) * 1e3
 
         try:
-            out, work_ms = await anyio.to_thread.run_sync(work)
+            out, work_ms = await anyio.to_thread.run_sync(work, limiter=None if spec.long_running else limiter)
         except SkillbaseError as e:
             raise ToolError(error_text(e)) from None
         except Exception as e:  # a bug or a broken environment: this call fails, the server stays up
@@ -133,6 +141,7 @@ def build_server(sb: skillbase.SkillBase, *, workspace: str | Path | None = None
     root = Path(workspace or Path.cwd()).resolve()
 
     warmed = threading.Event()
+    limiter = anyio.CapacityLimiter(tool_threads())
 
     @asynccontextmanager
     async def lifespan(_server: MCPServer) -> AsyncIterator[None]:
@@ -143,7 +152,8 @@ def build_server(sb: skillbase.SkillBase, *, workspace: str | Path | None = None
         yield
 
     server = MCPServer("skillbase", title="skillbase", version=__version__, instructions=INSTRUCTIONS,
-                       log_level="WARNING", tools=[_tool(spec, sb, root) for spec in TOOLS], lifespan=lifespan)
+                       log_level="WARNING", tools=[_tool(spec, sb, root, limiter) for spec in TOOLS],
+                       lifespan=lifespan)
     _add_resources(server, sb)
     server.prompt(name="optimize-kernel", title="Optimize a GPU kernel",
                   description="Walks you through one optimization loop on a task: load, recall, write, compile, "

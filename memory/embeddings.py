@@ -16,12 +16,14 @@ import re
 import sqlite3
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
 from skillbase.errors import ConfigError, StoreError
+from skillbase.memory.batching import Batcher, BatchStats
 
 DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2"
 
@@ -78,6 +80,10 @@ class EmbeddingCache:
                 self._conn.execute("ROLLBACK")
                 raise
 
+    def discard(self, key: str) -> None:
+        with self._lock:
+            self._conn.execute("DELETE FROM embeddings WHERE key=?", (key,))
+
     def __len__(self) -> int:
         with self._lock:
             return self._conn.execute("SELECT COUNT(*) FROM embeddings").fetchone()[0]
@@ -103,6 +109,40 @@ class EmbeddingCache:
             self._conn.close()
 
 
+RECENT_VECTORS = 4096  # vectors kept in memory per model: repeated queries skip even the cache file
+
+
+class _Recent:
+    """A small thread-safe LRU of cache key -> vector."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self._d: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, np.ndarray]:
+        out = {}
+        with self._lock:
+            for k in keys:
+                v = self._d.get(k)
+                if v is not None:
+                    self._d.move_to_end(k)
+                    out[k] = v
+        return out
+
+    def discard(self, key: str) -> None:
+        with self._lock:
+            self._d.pop(key, None)
+
+    def put_many(self, items: dict[str, np.ndarray]) -> None:
+        with self._lock:
+            for k, v in items.items():
+                self._d[k] = v
+                self._d.move_to_end(k)
+            while len(self._d) > self.size:
+                self._d.popitem(last=False)
+
+
 class _Model:
     """The lazily loaded sentence-transformers model, shared by embedders."""
 
@@ -119,6 +159,8 @@ class _Model:
         self.lock = threading.RLock()
         self.computed = 0
         self.encode_s = 0.0
+        # Concurrent callers (a server's tool calls) share one model call; see memory.batching.
+        self.batcher: Batcher[tuple[str, int | None], np.ndarray] = Batcher(self._encode_batch, max_items=256)
 
     def load(self):
         with self.lock:
@@ -139,6 +181,21 @@ class _Model:
             return self.st
 
     def encode(self, texts: list[str], max_tokens: int | None) -> np.ndarray:
+        """Embeddings of ``texts``, computed together with other threads' pending texts."""
+        return np.stack(self.batcher.submit([(t, max_tokens) for t in texts])).astype(np.float32, copy=False)
+
+    def _encode_batch(self, items: list[tuple[str, int | None]]) -> list[np.ndarray]:
+        out: list[np.ndarray | None] = [None] * len(items)
+        groups: dict[int | None, list[int]] = {}
+        for i, (_, max_tokens) in enumerate(items):
+            groups.setdefault(max_tokens, []).append(i)
+        for max_tokens, idx in groups.items():
+            vecs = self._encode([items[i][0] for i in idx], max_tokens)
+            for i, v in zip(idx, vecs):
+                out[i] = v
+        return out  # type: ignore[return-value]
+
+    def _encode(self, texts: list[str], max_tokens: int | None) -> np.ndarray:
         import torch
 
         with self.lock:
@@ -185,6 +242,8 @@ class Embedder:
         self._m = _shared or _Model(model, device, batch_size, threads)
         self.name = self._m.name
         self.cache = EmbeddingCache(cache_path) if cache_path else None
+        # In front of this cache only, so a hit here is always in the cache file too.
+        self._recent = _Recent(RECENT_VECTORS)
 
     def for_cache(self, cache_path: Path | None) -> "Embedder":
         """An embedder sharing this one's model weights, with its own cache."""
@@ -199,6 +258,11 @@ class Embedder:
     def computed(self) -> int:
         """Texts the model embedded so far (cache misses), across embedders sharing it."""
         return self._m.computed
+
+    @property
+    def batch_stats(self) -> BatchStats:
+        """Model calls and texts per call so far (concurrent callers share calls)."""
+        return self._m.batcher.stats
 
     @property
     def encode_seconds(self) -> float:
@@ -227,15 +291,29 @@ class Embedder:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         keys = [self.key(t, max_tokens) for t in texts]
-        found = self.cache.get_many(sorted(set(keys))) if self.cache is not None else {}
+        found = self._recent.get_many(keys)
+        unseen = sorted(set(keys) - found.keys())
+        if unseen and self.cache is not None:
+            cached = self.cache.get_many(unseen)
+            self._recent.put_many(cached)
+            found.update(cached)
         missing = sorted({k: t for k, t in zip(keys, texts) if k not in found}.items())
         if missing:
             vecs = self._m.encode([t for _, t in missing], max_tokens)
             fresh = {k: v for (k, _), v in zip(missing, vecs)}
             if self.cache is not None:
                 self.cache.put_many(fresh)
+            self._recent.put_many(fresh)
             found.update(fresh)
         return np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
+
+    def forget(self, text: str, *, max_tokens: int | None = None) -> None:
+        """Drop a text's vector from memory and the cache file (the next embed pays for the
+        model again: benchmarks of a new query use it)."""
+        key = self.key(text, max_tokens)
+        self._recent.discard(key)
+        if self.cache is not None:
+            self.cache.discard(key)
 
     def embed_one(self, text: str, *, max_tokens: int | None = None) -> np.ndarray:
         """The embedding of one text, shape (dim,)."""

@@ -20,6 +20,7 @@ from skillbase.memory.records import Change
 from skillbase.memory.vectors import VectorIndex
 
 INDEXED = ("attempt", "experience", "skill")
+EMBED_SLICE = 32
 _COLLECTION = {"attempt": "attempts", "experience": "experiences", "skill": "skills"}
 
 
@@ -63,9 +64,12 @@ def embed_docs(embedder: Embedder, docs: list[IndexDoc]) -> np.ndarray:
     for i, d in enumerate(docs):
         groups[d.max_tokens].append(i)
     for max_tokens, idx in groups.items():
-        vecs = embedder.embed([docs[i].text for i in idx], max_tokens=max_tokens)
-        for i, v in zip(idx, vecs):
-            out[i] = v
+        # In slices: a query embedding waiting for the model waits for one slice, not a backlog.
+        for lo in range(0, len(idx), EMBED_SLICE):
+            part = idx[lo:lo + EMBED_SLICE]
+            vecs = embedder.embed([docs[i].text for i in part], max_tokens=max_tokens)
+            for i, v in zip(part, vecs):
+                out[i] = v
     return np.stack(out) if out else np.zeros((0, 0), dtype=np.float32)
 
 

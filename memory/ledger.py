@@ -13,8 +13,9 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from skillbase.errors import InvalidInput, LimitExceeded, NotFound, StoreError, 
 from skillbase.models import (Attempt, Experience, Feedback, ProfileReport, Skill, SkillVersion, TaskInfo, Technique,
                               content_hash, utcnow)
 
+from skillbase.memory.batching import Batcher
 from skillbase.memory.records import Change, TaskRecord, check_finite, parse_signature, sort_time
 from skillbase.memory.schema import migrate, read_version
 from skillbase.memory.techniques import Vocabulary, technique_key
@@ -51,6 +53,14 @@ class Ledger:
         self.path = path
         self.max_text_bytes = max_text_bytes
         self._lock = threading.RLock()
+        # Reads go through a pool of read-only connections: in WAL mode they see the last
+        # commit without waiting for the writer's lock, its transaction or its fsync.
+        self._idle: list[sqlite3.Connection] = []
+        self._local = threading.local()
+        self._closed = False
+        self._busy_ms = int(conn.execute("PRAGMA busy_timeout").fetchone()[0])
+        # Group commit: concurrent record_* calls share one transaction and one fsync.
+        self._group: Batcher[Callable[[sqlite3.Cursor], Any], _Outcome] = Batcher(self._run_group, max_items=64)
         self._vocab = Vocabulary()
         self.store_id = self._meta("store_id")
         self.schema_version = read_version(conn)
@@ -95,6 +105,9 @@ class Ledger:
 
     def close(self) -> None:
         with self._lock:
+            self._closed = True
+            while self._idle:
+                self._idle.pop().close()
             self._conn.close()
 
     def _meta(self, key: str) -> str:
@@ -110,6 +123,7 @@ class Ledger:
         """One write transaction (``BEGIN IMMEDIATE``): all or nothing."""
         with self._lock:
             cur = self._conn.cursor()
+            self._local.writing = getattr(self._local, "writing", 0) + 1
             try:
                 cur.execute("BEGIN IMMEDIATE")
                 yield cur
@@ -119,24 +133,82 @@ class Ledger:
                     cur.execute("ROLLBACK")
                 raise
             finally:
+                self._local.writing -= 1
                 cur.close()
+
+    def _commit(self, job: Callable[[sqlite3.Cursor], Any]) -> Any:
+        """Run ``job(cur)`` in a write transaction shared with the jobs other threads submit
+        meanwhile (one commit, one fsync for all), each inside its own savepoint: a job that
+        raises is rolled back alone and its error raised to its caller only. Returns once the
+        transaction holding it is committed."""
+        if getattr(self._local, "writing", 0):  # already inside a transaction of this thread
+            return job(self._conn.cursor())
+        outcome = self._group.submit([job])[0]
+        if outcome.error is not None:
+            raise outcome.error
+        return outcome.value
+
+    def _run_group(self, jobs: list[Callable[[sqlite3.Cursor], Any]]) -> list["_Outcome"]:
+        out = []
+        with self.write() as cur:
+            for job in jobs:
+                cur.execute("SAVEPOINT job")
+                try:
+                    out.append(_Outcome(value=job(cur)))
+                    cur.execute("RELEASE job")
+                except Exception as e:
+                    cur.execute("ROLLBACK TO job")
+                    cur.execute("RELEASE job")
+                    out.append(_Outcome(error=e))
+        return out
+
+    @contextmanager
+    def _reader(self) -> Iterator[sqlite3.Connection]:
+        """A read-only connection from the pool (the writer's own inside ``write()``, so a
+        transaction reads what it has written so far)."""
+        if getattr(self._local, "writing", 0):
+            with self._lock:
+                yield self._conn
+            return
+        try:
+            conn = self._idle.pop()
+        except IndexError:
+            conn = self._open_reader()
+        try:
+            yield conn
+        finally:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            if self._closed:
+                conn.close()
+            else:
+                self._idle.append(conn)
+
+    def _open_reader(self) -> sqlite3.Connection:
+        if self._closed:
+            raise StoreError(f"the ledger {self.path} is closed", hint="open the store again")
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
+                               timeout=self._busy_ms / 1000)
+        conn.execute(f"PRAGMA busy_timeout={self._busy_ms}")
+        conn.execute("PRAGMA query_only=1")
+        return conn
 
     @contextmanager
     def snapshot(self) -> Iterator[sqlite3.Cursor]:
         """A read transaction: every query inside sees one consistent state."""
-        with self._lock:
-            cur = self._conn.cursor()
+        with self._reader() as conn:
+            cur = conn.cursor()
             try:
                 cur.execute("BEGIN")
                 yield cur
             finally:
-                if self._conn.in_transaction:
+                if conn.in_transaction:
                     cur.execute("COMMIT")
                 cur.close()
 
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
-        with self._lock:
-            return self._conn.execute(sql, params).fetchall()
+        with self._reader() as conn:
+            return conn.execute(sql, params).fetchall()
 
     @staticmethod
     def _change(cur: sqlite3.Cursor, kind: str, item_id: str, op: str = "put") -> None:
@@ -148,6 +220,11 @@ class Ledger:
     def max_seq(self) -> int:
         """The last change-log sequence number committed."""
         return self._query("SELECT COALESCE(MAX(seq), 0) FROM outbox")[0][0]
+
+    def first_change_after(self, seq: int) -> tuple[int, datetime] | None:
+        """The seq and commit time (UTC) of the oldest change after ``seq``, or None."""
+        rows = self._query("SELECT seq, created_at FROM outbox WHERE seq > ? ORDER BY seq LIMIT 1", (seq,))
+        return (rows[0][0], datetime.fromisoformat(rows[0][1])) if rows else None
 
     def changes_after(self, seq: int, limit: int = 1000) -> list[Change]:
         """Changes committed after ``seq``, oldest first, at most ``limit``."""
@@ -304,9 +381,7 @@ class Ledger:
         already or come earlier in ``attempts``. Re-recording an identical
         attempt is a no-op; the same id with other content is refused."""
         checked = [self.validate_attempt(a) for a in attempts]
-        with self.write() as cur:
-            for a in checked:
-                self._insert_attempt(cur, a)
+        self._commit(lambda cur: [self._insert_attempt(cur, a) for a in checked])
         return checked
 
     def _insert_attempt(self, cur: sqlite3.Cursor, a: Attempt) -> bool:
@@ -520,9 +595,7 @@ class Ledger:
     def record_experiences(self, experiences: Sequence[Experience]) -> list[Experience]:
         """Record experiences in one transaction (identical re-records are no-ops)."""
         checked = [self.validate_experience(e) for e in experiences]
-        with self.write() as cur:
-            for e in checked:
-                self._insert_experience(cur, e)
+        self._commit(lambda cur: [self._insert_experience(cur, e) for e in checked])
         return checked
 
     def _insert_experience(self, cur: sqlite3.Cursor, e: Experience) -> bool:
@@ -853,6 +926,14 @@ class Ledger:
         """Fold the WAL back into the database file (keeps the WAL small)."""
         with self._lock:
             self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+
+@dataclass
+class _Outcome:
+    """One job's result in a group commit: its value, or the error that rolled it back."""
+
+    value: Any = None
+    error: Exception | None = None
 
 
 def _task_from_row(row: Sequence[Any]) -> TaskRecord:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from contextvars import ContextVar
 import warnings
 from collections.abc import Iterable, Sequence
 from datetime import datetime
@@ -31,7 +32,7 @@ from skillbase.config import Settings
 from skillbase.errors import ConfigError, InvalidInput, SkillbaseError, StoreError
 from skillbase.models import (
     Attempt, BenchReport, CompileReport, Experience, Feedback, ProfileReport, Skill, SkillVersion, TaskInfo, Technique,
-    content_hash,
+    content_hash, utcnow,
 )
 
 from skillbase import seeds
@@ -39,6 +40,7 @@ from skillbase.memory import indexer
 from skillbase.memory.documents import COLLECTIONS, TEXT_MAX_TOKENS, IndexDoc, attempt_doc, experience_doc
 from skillbase.memory.embeddings import DEFAULT_MODEL_NAME, Embedder
 from skillbase.memory.filters import validate_where
+from skillbase.memory.follower import Follower
 from skillbase.memory.graph import ReasoningGraph, snapshot_seq_of
 from skillbase.memory.jsonl import export_jsonl, import_jsonl
 from skillbase.memory.ledger import Ledger
@@ -52,6 +54,15 @@ SNAPSHOT_EVERY = 5000  # ledger changes between graph snapshots
 SYNC_BATCH = 512  # ledger changes applied to the index per lock hold
 KNOWN_DOCS_MAX = 4096  # documents of this process's own fresh writes kept for the next sync
 MAX_QUERY_CHARS = 20_000
+INDEX_WAIT_S = 10.0  # longest a search waits for the follower before catching up itself
+# A search waits for another caller's unindexed change only once it is older than this: the
+# follower indexes a write within one round (~0.1 s idle, longer under load), so newer changes
+# are left to it and the search answers at once; an older one (the follower behind, or another
+# process wrote) is waited for, so a lesson reaches every other caller's search within ~1 s.
+MAX_INDEX_LAG_S = 1.0
+# The ledger seq of the last write made in this context, per store: a caller's searches
+# always see its own writes. A server runs each tool call in its own context.
+_WRITTEN: ContextVar[dict[str, int]] = ContextVar("skillbase_store_written", default={})
 
 
 class Store:
@@ -70,6 +81,9 @@ class Store:
         self._glock = threading.RLock()
         self._known: dict[tuple[str, str], IndexDoc] = {}
         self._klock = threading.Lock()
+        # Index and graph updates after a write run here, off the caller's path.
+        self._follower = Follower(self._follow)
+        self._key = f"{ledger.store_id}:{ledger.path}"
 
     # -- opening and closing --------------------------------------------------
 
@@ -105,7 +119,9 @@ class Store:
         return store
 
     def close(self) -> None:
-        """Snapshot the graph if it moved, then release files and clients."""
+        """Finish indexing what was written, snapshot the graph if it moved, then release
+        files and clients."""
+        self._follower.close()
         with self._glock:
             if self._graph is not None and self._graph.seq > self._graph.snapshot_seq:
                 try:
@@ -131,7 +147,7 @@ class Store:
         self._catch_up_graph()
         return n
 
-    def _sync_index(self, *, wait: bool = True) -> int:
+    def _sync_index(self, *, wait: bool = True, max_batches: int | None = None) -> int:
         # Batch by batch: plan and embed outside the index lock (the cache
         # usually has the vectors already), then take the lock only to write
         # chroma, so other processes wait for writes, never for the model.
@@ -162,12 +178,17 @@ class Store:
                     reset_done = True
                     continue
             applied += n
-            if n == 0:
+            if n == 0 or max_batches == 1:
                 return applied
+            if max_batches is not None:
+                max_batches -= 1
 
-    def _sync_quietly(self, *, wait: bool = True) -> None:
+    def _sync_quietly(self, *, wait: bool = True, max_batches: int | None = None) -> int | None:
+        """``_sync_index`` that turns an indexing failure into a MemoryIndexWarning; returns
+        the changes applied, None after a failure (the graph is caught up either way)."""
+        applied = None
         try:
-            self._sync_index(wait=wait)
+            applied = self._sync_index(wait=wait, max_batches=max_batches)
         except BaseException as e:
             if not chroma_failure(e):
                 raise
@@ -177,23 +198,54 @@ class Store:
         with self._glock:
             if self._graph is not None:
                 self._catch_up_graph()
-
-    def _embed_ahead(self, docs: list[IndexDoc]) -> None:
-        # Embedded before the ledger commit, outside every lock, so that the
-        # process that indexes the records (this one or another) finds their
-        # vectors in the cache. A failing model never stops the commit.
-        try:
-            indexer.warm(self.embedder, docs)
-        except Exception as e:
-            log.warning("embedding failed; the index will catch up later: %s", e)
+        return applied
 
     def _after_write(self, docs: list[IndexDoc]) -> None:
+        # The ledger commit is done and durable: the caller is answered now. The
+        # follower embeds and indexes this write together with whatever else arrived
+        # meanwhile (one model call, one upsert); this caller's own searches wait for it.
         with self._klock:
             for d in docs:
                 self._known[d.collection, d.id] = d
             while len(self._known) > KNOWN_DOCS_MAX:
                 self._known.pop(next(iter(self._known)))
-        self._sync_quietly(wait=False)
+        written = dict(_WRITTEN.get())
+        written[self._key] = self.ledger.max_seq()
+        _WRITTEN.set(written)
+        self._follower.poke()
+
+    def _follow(self) -> bool:
+        # One batch per round, so searches waiting for it are told after every batch
+        # even while writes keep coming; True asks the follower for another round.
+        if not self._sync_quietly(max_batches=1):
+            return False  # nothing to do, or it failed (warned): wait for the next write or read
+        seen = self.vectors.peek_seq()
+        return seen is not None and seen < self.ledger.max_seq()
+
+    def _await_index(self) -> int:
+        """Make the index fresh enough for a search: it must hold every write made in the
+        caller's own context (thread, or task of a server), and no change committed more
+        than MAX_INDEX_LAG_S ago may be missing; newer writes of other callers are being
+        indexed by the follower and appear within its round. Otherwise wait for the
+        follower; if it does not get there, catch up here and raise what goes wrong.
+        Returns the ledger seq the index must reflect for this search."""
+        own = _WRITTEN.get().get(self._key, 0)
+        seen = self.vectors.peek_seq()
+        if seen is not None and seen >= own:
+            first = self.ledger.first_change_after(seen)
+            if first is None or (utcnow() - first[1]).total_seconds() <= MAX_INDEX_LAG_S:
+                if first is not None:
+                    self._follower.poke()  # in case no writer of this process asked (another process wrote)
+                return seen
+        target = max(own, self.ledger.max_seq())
+
+        def ready() -> bool:
+            now = self.vectors.peek_seq()
+            return now is not None and now >= target
+
+        if not self._follower.wait(ready, INDEX_WAIT_S):
+            self._sync_index()
+        return target
 
     def _known_docs(self) -> dict[tuple[str, str], IndexDoc]:
         with self._klock:
@@ -219,7 +271,13 @@ class Store:
     @property
     def graph(self) -> ReasoningGraph:
         """The reasoning graph, loaded from its snapshot on first use and
-        caught up with the ledger on every access."""
+        caught up with the ledger on every access (while another thread is
+        catching it up, it is returned as it is: its reads lock it)."""
+        graph = self._graph
+        if graph is not None and not self._glock.acquire(blocking=False):
+            return graph
+        if graph is not None:
+            self._glock.release()
         with self._glock:
             if self._graph is None:
                 self._graph = self._load_graph()
@@ -258,7 +316,6 @@ class Store:
     def record_attempts(self, attempts: Sequence[Attempt]) -> list[Attempt]:
         """Record several attempts in one transaction (parents first)."""
         docs = [attempt_doc(self.ledger.validate_attempt(a)) for a in attempts]
-        self._embed_ahead(docs)
         stored = self.ledger.record_attempts(attempts)
         self._after_write(docs)
         return stored
@@ -346,7 +403,7 @@ class Store:
     def record_task(self, info: TaskInfo) -> TaskRecord:
         """Record (or refresh) a task's full TaskInfo."""
         rec = self.ledger.put_task(info)
-        self._sync_quietly()
+        self._after_write([])
         return rec
 
     def get_task(self, name: str) -> TaskRecord:
@@ -372,7 +429,6 @@ class Store:
     def record_experiences(self, exps: Sequence[Experience]) -> list[Experience]:
         """Record several lessons in one transaction."""
         docs = [experience_doc(self.ledger.validate_experience(e)) for e in exps]
-        self._embed_ahead(docs)
         stored = self.ledger.record_experiences(exps)
         self._after_write(docs)
         return stored
@@ -415,7 +471,7 @@ class Store:
     def record_feedback(self, fb: Feedback) -> None:
         """Record whether a recalled item was used and whether it helped."""
         self.ledger.record_feedback(fb)
-        self._sync_quietly()
+        self._after_write([])
 
     def list_feedback(self, item_kind: str | None = None, item_id: str | None = None, limit: int = 1000) -> list[Feedback]:
         return self.ledger.list_feedback(item_kind, item_id, limit)
@@ -458,10 +514,16 @@ class Store:
         embedding = self.embedder.embed_one(text[:MAX_QUERY_CHARS], max_tokens=TEXT_MAX_TOKENS)
         for retry in (False, True):
             try:
-                self._sync_index()
+                needed = self._await_index()
+                with self.vectors.reading() as current:
+                    if current:  # no lock: beside other queries and the follower's upserts
+                        return self.vectors.query(collection, embedding, k, where, documents, exhaustive)
+                # Not open yet, or another process wrote since: (re)open under the lock; catch up
+                # here only if that found the index short of what this search needs (it was reset).
                 with self.vectors.session():
                     state = self.vectors.ready()
-                    indexer.catch_up(self.ledger, self.vectors, self.embedder, state)
+                    if state["seq"] < needed:
+                        indexer.catch_up(self.ledger, self.vectors, self.embedder, state)
                     return self.vectors.query(collection, embedding, k, where, documents, exhaustive)
             except SkillbaseError:
                 raise

@@ -95,6 +95,9 @@ class Mirror:
             "PRIMARY KEY (collection, id)) WITHOUT ROWID"
         )
         self.inode = os.stat(path).st_ino
+        # Reads from any thread, beside a writer's transaction on ``conn`` (WAL).
+        self._idle: list[sqlite3.Connection] = []
+        self._closed = False
 
     def replaced(self) -> bool:
         """Whether the file on disk is no longer the one this mirror opened."""
@@ -103,8 +106,24 @@ class Mirror:
         except FileNotFoundError:
             return True
 
+    def _read(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+        try:
+            conn = self._idle.pop()
+        except IndexError:
+            if self._closed:
+                raise sqlite3.ProgrammingError("the index mirror is closed")
+            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=60)
+            conn.execute("PRAGMA query_only=1")
+        try:
+            return conn.execute(sql, params).fetchall()
+        finally:
+            if self._closed:
+                conn.close()
+            else:
+                self._idle.append(conn)
+
     def state(self) -> dict[str, str]:
-        return dict(self.conn.execute("SELECT key, value FROM state").fetchall())
+        return dict(self._read("SELECT key, value FROM state"))
 
     def set_state(self, **values: Any) -> None:
         with self._tx():
@@ -129,15 +148,15 @@ class Mirror:
         out: dict[str, dict[str, Any]] = {}
         for i in range(0, len(ids), 900):
             chunk = list(ids[i : i + 900])
-            rows = self.conn.execute(
+            rows = self._read(
                 f"SELECT id, metadata FROM meta WHERE collection=? AND id IN ({','.join('?' * len(chunk))})",
                 [collection, *chunk],
-            ).fetchall()
+            )
             out.update({r[0]: json.loads(r[1]) for r in rows})
         return out
 
     def count(self, collection: str) -> int:
-        return self.conn.execute("SELECT COUNT(*) FROM meta WHERE collection=?", (collection,)).fetchone()[0]
+        return self._read("SELECT COUNT(*) FROM meta WHERE collection=?", (collection,))[0][0]
 
     @contextmanager
     def _tx(self) -> Iterator[None]:
@@ -150,6 +169,9 @@ class Mirror:
             raise
 
     def close(self) -> None:
+        self._closed = True
+        while self._idle:
+            self._idle.pop().close()
         self.conn.close()
 
 
@@ -172,8 +194,13 @@ class VectorIndex:
         self._cols: dict[str, Any] = {}
         self._mirror: Mirror | None = None
         self._gen: str | None = None
+        self._prev_gen: str | None = None  # the generation before this process's last write
         self._counts: dict[str, int] = {}
         self.rebuilds = 0  # times this process rebuilt the index from scratch
+        # Queries that run without the index lock (``reading``); closing the client waits for them.
+        self._rcv = threading.Condition()
+        self._readers = 0
+        self._closing = 0
 
     @property
     def where(self) -> str:
@@ -220,16 +247,44 @@ class VectorIndex:
             self._tlock.release()
 
     def peek_seq(self) -> int | None:
-        """The ledger seq the index reflects, read without the lock (None when
+        """The ledger seq the index reflects, read without any lock (None when
         the index is not open yet or was replaced): enough to see that there
         is nothing to do."""
-        with self._tlock:
-            if self._mirror is None or self._mirror.replaced():
-                return None
-            try:
-                return int(self._mirror.state().get("seq", 0))
-            except (sqlite3.Error, ValueError):
-                return None
+        mirror = self._mirror
+        if mirror is None or mirror.replaced():
+            return None
+        try:
+            return int(mirror.state().get("seq", 0))
+        except (sqlite3.Error, ValueError):
+            return None
+
+    @contextmanager
+    def reading(self) -> Iterator[bool]:
+        """For ``query``: yields True when this process's chroma client is current (no other
+        process wrote since it was opened), and holds no lock meanwhile, so queries run beside
+        each other and beside this process's own index writes (chroma serializes inside).
+        Yields False otherwise: then query inside ``session()`` after ``ready()``."""
+        with self._rcv:
+            fast = self._current()
+            if fast:
+                self._readers += 1
+        try:
+            yield fast
+        finally:
+            if fast:
+                with self._rcv:
+                    self._readers -= 1
+                    self._rcv.notify_all()
+
+    def _current(self) -> bool:
+        mirror = self._mirror
+        if self._closing or self._client is None or mirror is None or mirror.replaced():
+            return False
+        try:
+            gen = mirror.state().get("gen")
+        except sqlite3.Error:
+            return False
+        return gen is not None and gen in (self._gen, self._prev_gen)
 
     def _ensure_open(self) -> dict[str, Any]:
         if self._mirror is not None and self._mirror.replaced():
@@ -338,8 +393,10 @@ class VectorIndex:
         """Mark the index dirty with a new generation before touching chroma,
         so a crash mid-write is noticed and other processes reopen."""
         gen = uuid.uuid4().hex
+        # Known as this process's own before it is published, so lock-free readers never
+        # mistake this write for another process's (which would send them the slow way).
+        self._prev_gen, self._gen = self._gen, gen
         self._mirror.set_state(gen=gen, dirty=1)
-        self._gen = gen
         if self.mode == "server":
             self._client.get_or_create_collection(self._name("marker"), embedding_function=None).modify(
                 metadata={"gen": gen, "store_id": self.store_id}
@@ -388,10 +445,11 @@ class VectorIndex:
         """
         if collection not in self._cols:
             raise InvalidInput(f"unknown collection {collection!r}", hint=f"one of {', '.join(COLLECTIONS)}")
-        total = self._counts.get(collection) or self._cols[collection].count()
+        cols = self._cols
+        total = self._counts.get(collection) or cols[collection].count()
         if total == 0:
             return []
-        col = self._cols[collection]
+        col = cols[collection]
         for n in ((k,) if where is None else OVERFETCH):
             n = min(n, total)
             res = col.query(query_embeddings=[embedding], n_results=n, include=["distances"])
@@ -489,19 +547,34 @@ class VectorIndex:
             client.close()
 
     def _close_client(self) -> None:
-        if self._client is not None:
-            _close_http_session(self._client)
-            try:
-                self._client.close()
-            except Exception as e:  # a broken client must not block reopening
-                log.debug("closing the chroma client failed: %s", e)
-        self._client, self._cols, self._gen = None, {}, None
+        with self._draining():
+            if self._client is not None:
+                _close_http_session(self._client)
+                try:
+                    self._client.close()
+                except Exception as e:  # a broken client must not block reopening
+                    log.debug("closing the chroma client failed: %s", e)
+            self._client, self._cols, self._gen, self._prev_gen = None, {}, None, None
+
+    @contextmanager
+    def _draining(self) -> Iterator[None]:
+        # Lock-free queries in flight finish first, and none starts until the swap is done.
+        with self._rcv:
+            self._closing += 1
+            while self._readers:
+                self._rcv.wait()
+        try:
+            yield
+        finally:
+            with self._rcv:
+                self._closing -= 1
 
     def _close_all(self) -> None:
-        self._close_client()
-        if self._mirror is not None:
-            self._mirror.close()
-            self._mirror = None
+        with self._draining():
+            self._close_client()
+            if self._mirror is not None:
+                self._mirror.close()
+                self._mirror = None
 
     def close(self) -> None:
         with self._tlock:

@@ -34,27 +34,37 @@ class Catalog:
         self._experiences: OrderedDict[str, Experience] = OrderedDict()
 
     def refresh(self) -> None:
-        """Re-read skills and techniques if the ledger changed them."""
-        with self._lock:
-            target = self.store.seq
-            if self._seq == target:
-                return
-            dirty = self._seq < 0
-            seq = max(self._seq, 0)
-            while not dirty and seq < target:
-                changes = self.store.changes(after=seq, limit=5000)
-                if not changes:
-                    break
-                dirty = any(c.kind in ("skill", "technique") for c in changes)
-                seq = changes[-1].seq
-            if dirty:
-                self._skills = {s.name: s for s in self.store.list_skills()}
-                self._techniques = {t.name: t for t in self.store.list_techniques()}
-                self._matcher = TechniqueMatcher(
-                    t.model_copy(update={"aliases": [a for a in t.aliases if a.lower() not in _AMBIGUOUS_ALIASES]})
-                    for t in self._techniques.values()
-                )
-            self._seq = target
+        """Re-read skills and techniques if the ledger changed them. While another thread is
+        refreshing, a loaded catalog is used as it is (it is at most that refresh behind)."""
+        if self._seq >= 0 and self._seq == self.store.seq:
+            return
+        if not self._lock.acquire(blocking=self._seq < 0):
+            return
+        try:
+            self._refresh()
+        finally:
+            self._lock.release()
+
+    def _refresh(self) -> None:
+        target = self.store.seq
+        if self._seq == target:
+            return
+        dirty = self._seq < 0
+        seq = max(self._seq, 0)
+        while not dirty and seq < target:
+            changes = self.store.changes(after=seq, limit=5000)
+            if not changes:
+                break
+            dirty = any(c.kind in ("skill", "technique") for c in changes)
+            seq = changes[-1].seq
+        if dirty:
+            self._skills = {s.name: s for s in self.store.list_skills()}
+            self._techniques = {t.name: t for t in self.store.list_techniques()}
+            self._matcher = TechniqueMatcher(
+                t.model_copy(update={"aliases": [a for a in t.aliases if a.lower() not in _AMBIGUOUS_ALIASES]})
+                for t in self._techniques.values()
+            )
+        self._seq = target
 
     @property
     def skills(self) -> dict[str, Skill]:

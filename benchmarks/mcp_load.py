@@ -1,0 +1,475 @@
+"""MCP load: many agents calling one `skillbase serve --transport http` at once.
+
+    nice -n 10 python benchmarks/mcp_load.py                                 # 1, 4, 16, 64 clients, memory mix
+    nice -n 10 python benchmarks/mcp_load.py --clients 16 --calls 100 --mix bench     # issue 19's load bar
+    nice -n 10 python benchmarks/mcp_load.py --clients 16 --chroma server             # chroma in server mode
+    python benchmarks/mcp_load.py --home /path/to/store --clients 1 --calls 60        # a copy of a big store
+    python benchmarks/mcp_load.py --clients 16 --profile /tmp/prof                    # py-spy the server
+
+The server is the real one, started as a subprocess (``python -m skillbase serve --transport
+http`` with a bearer token, on a loopback port) over a seeded store (a fresh one, or a copy of
+``--home``; the original is never written). N clients are real MCP streamable-HTTP sessions
+(the SDK's ``Client``), spread over a few client processes so the load generator is not one
+GIL, started together behind a barrier after every session is initialized. Each client makes
+``--calls`` calls of a fixed mix, rotated per client so every tool runs all the time:
+
+- ``memory``: recall (task or plain-words queries, rotating), record_lesson (a unique lesson text
+  per call, tagged with this run's session), attempt_history;
+- ``bench``: the same plus benchmark_kernel of a built-in solution on the CPU (Triton interpreter).
+
+Reported per tool: latency p50/p95/p99 (client round trip, time.perf_counter around call_tool)
+and the server's in-tool time (``_meta['skillbase/work_ms']``); throughput (calls answered / wall
+seconds from the barrier to the last answer); errors; records written (ids answered) versus found
+in the ledger afterwards (by session) and duplicates (same lesson text stored twice). Alongside the
+load, a probe in the parent process records a lesson with a unique phrase through one session and
+polls recall through another until the lesson comes back: the cross-client visibility delay.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing as mp
+import os
+import platform
+import shutil
+import socket
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+# The client processes inherit the token through the environment (they import this module afresh).
+TOKEN = os.environ.setdefault("SKILLBASE_LOAD_TOKEN", "load-" + uuid.uuid4().hex)
+DEFAULT_OUT = ROOT / "benchmarks" / "results" / "cpu-2026-11-25" / "mcp_load.json"
+RECALLS = [{"task": "row_softmax", "k": 5}, {"query": "softmax rows too wide for registers", "k": 5},
+           {"task": "matmul", "k": 5}, {"query": "shared memory bank conflicts in a transpose", "k": 5},
+           {"task": "layernorm", "k": 5}, {"query": "memory bound elementwise kernel, vectorized loads", "k": 5}]
+TASKS = ["row_softmax", "matmul", "layernorm", "relu"]
+LESSONS = ["Splitting each row across two programs halved the time once rows no longer fit in registers",
+           "Loading 16 bytes per thread made the copy reach 90% of the memory roof",
+           "Padding the shared tile by one column removed the bank conflicts of the transpose",
+           "Fusing the bias and GELU into the GEMM epilogue saved one full read of the output"]
+MIXES = {"memory": ("recall", "record_lesson", "attempt_history"),
+         "bench": ("recall", "record_lesson", "benchmark_kernel", "attempt_history")}
+BENCH_SOLUTION = ROOT / "seeds" / "tasks" / "relu" / "optimized.py"
+
+
+# ---------------------------------------------------------------------------
+# the server
+# ---------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def seed_home(home: Path, source: Path | None, chroma_url: str | None) -> None:
+    """A store to load: a copy of ``source`` (never written), or a fresh one seeded by ``skillbase init``."""
+    if source is not None:
+        shutil.copytree(source, home, ignore=shutil.ignore_patterns("*.lock"))
+    env = {**os.environ, "SKILLBASE_HOME": str(home), "PYTHONPATH": str(ROOT)}
+    if chroma_url:
+        env["SKILLBASE_CHROMA_URL"] = chroma_url
+    if source is None or chroma_url:
+        subprocess.run([sys.executable, "-m", "skillbase", "init", "--json"], env=env, check=True,
+                       stdout=subprocess.DEVNULL)
+
+
+def start_chroma(path: Path) -> tuple[subprocess.Popen, str]:
+    """A real `chroma run` server on a loopback port (the CLI the chromadb wheel ships)."""
+    exe = Path(sys.executable).parent / "chroma"
+    port = _free_port()
+    log = open(path / "chroma.log", "wb")
+    proc = subprocess.Popen([str(exe if exe.exists() else shutil.which("chroma")), "run", "--path",
+                             str(path / "chroma-data"), "--host", "127.0.0.1", "--port", str(port)],
+                            stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    _wait(lambda: urllib.request.urlopen(f"{url}/api/v2/heartbeat", timeout=1).read(), proc, "chroma")
+    return proc, url
+
+
+def start_server(home: Path, port: int, chroma_url: str | None, log_path: Path) -> subprocess.Popen:
+    """`skillbase serve --transport http` with a token on 127.0.0.1:port."""
+    env = {**os.environ, "SKILLBASE_HOME": str(home), "SKILLBASE_TOKEN": TOKEN, "PYTHONPATH": str(ROOT),
+           "SKILLBASE_DEVICE": "cpu"}
+    if chroma_url:
+        env["SKILLBASE_CHROMA_URL"] = chroma_url
+    cmd = [sys.executable, "-m", "skillbase", "serve", "--transport", "http", "--port", str(port),
+           "--root", str(ROOT)]
+    proc = subprocess.Popen(cmd, env=env, cwd=str(ROOT), stdout=open(log_path, "wb"), stderr=subprocess.STDOUT)
+
+    def ready():
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            pass
+
+    _wait(ready, proc, "skillbase serve", log_path)
+    return proc
+
+
+def attach_py_spy(pid: int, out_dir: Path, cpu: bool = False) -> subprocess.Popen:
+    """py-spy sampling every thread of the warmed-up server until stopped: the profile covers
+    the load only, not the server's start. Wall clock (waiting threads too) by default; with
+    ``cpu``, only threads running on a CPU (where the server's CPU time goes)."""
+    spy = Path(sys.executable).parent / "py-spy"
+    name = "server.cpu.pyspy.txt" if cpu else "server.pyspy.txt"
+    proc = subprocess.Popen([str(spy), "record", "--pid", str(pid), *([] if cpu else ["--idle"]), "--threads",
+                             "--rate", "200", "--format", "raw", "--nonblocking", "-o", str(out_dir / name)],
+                            stdout=open(out_dir / "py-spy.log", "wb"), stderr=subprocess.STDOUT)
+    time.sleep(1.0)
+    if proc.poll() is not None:
+        raise SystemExit(f"py-spy could not attach: {(out_dir / 'py-spy.log').read_text()[-1000:]}")
+    return proc
+
+
+def _wait(check, proc: subprocess.Popen, what: str, log_path: Path | None = None) -> None:
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            check()
+            return
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                tail = log_path.read_text()[-2000:] if log_path and log_path.exists() else ""
+                raise SystemExit(f"{what} did not start: {tail}")
+            time.sleep(0.2)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    proc.send_signal(2)  # SIGINT: uvicorn shuts down cleanly, py-spy writes its profile
+    try:
+        proc.wait(60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+# ---------------------------------------------------------------------------
+# the clients
+# ---------------------------------------------------------------------------
+
+
+def call_args(tool: str, client: int, n: int, label: str) -> dict:
+    """The arguments of call ``n`` of ``client``: fixed, rotating, each lesson text unique."""
+    if tool == "recall":
+        return RECALLS[(client + n) % len(RECALLS)]
+    if tool == "record_lesson":
+        return {"lesson": f"{LESSONS[(client + n) % len(LESSONS)]} ({label} client {client} call {n})",
+                "task": TASKS[(client + n) % len(TASKS)], "session": label}
+    if tool == "attempt_history":
+        return {"task": TASKS[(client + n) % len(TASKS)], "limit": 20}
+    if tool == "benchmark_kernel":
+        return {"task": "relu", "source_path": str(BENCH_SOLUTION), "device": "cpu", "session": label}
+    raise ValueError(tool)
+
+
+def _session(url: str):
+    from mcp.client.client import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    import httpx2
+
+    http = create_mcp_http_client(headers={"authorization": f"Bearer {TOKEN}"},
+                                  timeout=httpx2.Timeout(600.0, connect=60.0))
+    return http, Client(streamable_http_client(url, http_client=http))
+
+
+async def _client(url: str, client: int, calls: int, mix: tuple[str, ...], label: str, opened, go) -> list[dict]:
+    from skillbase.mcp_server.server import WORK_MS_KEY
+
+    rows = []
+    http, session = _session(url)
+    async with http, session as c:
+        await c.list_tools()
+        opened()
+        await go.wait()
+        for n in range(calls):
+            tool = mix[(client + n) % len(mix)]
+            args = call_args(tool, client, n, label)
+            start = time.perf_counter()
+            try:
+                res = await c.call_tool(tool, args)
+                ms = (time.perf_counter() - start) * 1e3
+                data = res.structured_content or {}
+                err = res.content[0].text[:300] if res.is_error else None
+                rows.append({"tool": tool, "ms": ms, "end": time.time(), "error": err,
+                             "work_ms": (res.meta or {}).get(WORK_MS_KEY),
+                             "id": data.get("id") or data.get("attempt_id")})
+            except Exception as e:  # a dropped connection counts as an unanswered call
+                rows.append({"tool": tool, "ms": (time.perf_counter() - start) * 1e3, "end": time.time(),
+                             "error": f"{type(e).__name__}: {e}"[:300], "work_ms": None, "id": None})
+    return rows
+
+
+def client_group(url: str, clients: list[int], calls: int, mix: tuple[str, ...], label: str, barrier, out) -> None:
+    """One client process: its MCP sessions open, wait at the barrier, then run their calls."""
+
+    async def main():
+        go = asyncio.Event()
+        ready = {"n": 0}
+
+        def opened():
+            ready["n"] += 1
+
+        tasks = [asyncio.create_task(_client(url, i, calls, mix, label, opened, go)) for i in clients]
+        while ready["n"] < len(clients):
+            if any(t.done() for t in tasks):
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.to_thread(barrier.wait)
+        cpu0 = time.process_time()
+        go.set()
+        rows = [r for t in await asyncio.gather(*tasks, return_exceptions=True)
+                for r in (t if isinstance(t, list) else [{"tool": "session", "ms": 0, "end": time.time(),
+                                                          "error": repr(t)[:300], "work_ms": None, "id": None}])]
+        return rows, time.process_time() - cpu0
+
+    out.put(asyncio.run(main()))
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def visibility_probe(url: str, label: str, probes: int, gap_s: float, stop_at: float) -> list[dict]:
+    """Write a lesson with a unique phrase through one session; poll recall through another
+    until it comes back. Returns the delay per probe (seconds from the write's answer)."""
+    out = []
+    hw, writer = _session(url)
+    hr, reader = _session(url)
+    async with hw, writer as w, hr, reader as r:
+        for p in range(probes):
+            phrase = f"probe {uuid.uuid4().hex[:10]} lesson {label}"
+            text = f"Visibility {phrase}: a lesson written by one agent must reach the others"
+            res = await w.call_tool("record_lesson", {"lesson": text, "task": "row_softmax", "session": label + "-probe"})
+            if res.is_error:
+                out.append({"error": res.content[0].text[:300]})
+                continue
+            exp_id, written = res.structured_content["id"], time.perf_counter()
+            delay, polls = None, 0
+            while time.perf_counter() - written < 10:
+                polls += 1
+                got = await r.call_tool("recall", {"query": text, "k": 5})
+                ids = [i.get("id") for i in (got.structured_content or {}).get("items", [])]
+                if exp_id in ids:
+                    delay = time.perf_counter() - written
+                    break
+                await asyncio.sleep(0.02)
+            out.append({"id": exp_id, "visible_after_s": None if delay is None else round(delay, 4), "polls": polls})
+            if time.time() > stop_at:
+                break
+            await asyncio.sleep(gap_s)
+    return out
+
+
+# ---------------------------------------------------------------------------
+# one run
+# ---------------------------------------------------------------------------
+
+
+def quantiles(values: list[float]) -> dict:
+    """n, p50/p95/p99/max/mean (ms, nearest-rank on the sorted values)."""
+    if not values:
+        return {"n": 0}
+    v = sorted(values)
+
+    def q(p):
+        return round(v[min(len(v) - 1, max(0, round(p * (len(v) - 1))))], 2)
+
+    return {"n": len(v), "p50_ms": q(0.5), "p95_ms": q(0.95), "p99_ms": q(0.99), "max_ms": round(v[-1], 2),
+            "mean_ms": round(statistics.fmean(v), 2)}
+
+
+def ledger_counts(home: Path, label: str) -> dict:
+    """Lessons and attempts of this run's session in the ledger, and lesson texts stored twice."""
+    conn = sqlite3.connect(f"file:{home / 'ledger.sqlite3'}?mode=ro", uri=True)
+    try:
+        lessons = conn.execute("SELECT id, json_extract(record, '$.lesson') FROM experiences WHERE session=?",
+                               (label,)).fetchall()
+        attempts = conn.execute("SELECT id FROM attempts WHERE session=?", (label,)).fetchall()
+    finally:
+        conn.close()
+    texts = [t for _, t in lessons]
+    return {"lesson_ids": {i for i, _ in lessons}, "attempt_ids": {i for (i,) in attempts},
+            "duplicate_lessons": len(texts) - len(set(texts))}
+
+
+def run_load(url: str, home: Path, n_clients: int, calls: int, mix_name: str, procs: int, probes: int,
+             server_pid: int) -> dict:
+    """N clients x ``calls`` calls against the running server, plus the visibility probe."""
+    mix = MIXES[mix_name]
+    label = f"load-{uuid.uuid4().hex[:8]}"
+    procs = max(1, min(procs, n_clients))
+    groups = [list(range(n_clients))[g::procs] for g in range(procs)]
+    ctx = mp.get_context("spawn")
+    barrier, out = ctx.Barrier(procs + 1), ctx.Queue()
+    workers = [ctx.Process(target=client_group, args=(url, g, calls, mix, label, barrier, out), daemon=True)
+               for g in groups]
+    for w in workers:
+        w.start()
+    barrier.wait(timeout=600)
+    t0, server_cpu0 = time.time(), cpu_seconds(server_pid)
+
+    async def probe_and_collect():
+        probe = asyncio.create_task(visibility_probe(url, label, probes, 1.0, stop_at=time.time() + 3600))
+        rows, cpu = [], 0.0
+        for _ in workers:
+            got, used = await asyncio.to_thread(out.get)
+            rows, cpu = rows + got, cpu + used
+        return rows, cpu, await probe
+
+    rows, client_cpu, probe = asyncio.run(probe_and_collect())
+    server_cpu = cpu_seconds(server_pid) - server_cpu0
+    for w in workers:
+        w.join(30)
+    wall = max(r["end"] for r in rows) - t0
+    stored = ledger_counts(home, label)
+    answered = [r for r in rows if r["error"] is None]
+    written_lessons = {r["id"] for r in answered if r["tool"] == "record_lesson"}
+    written_attempts = {r["id"] for r in answered if r["tool"] == "benchmark_kernel" and r["id"]}
+    tools = {}
+    for tool in sorted({r["tool"] for r in rows}):
+        mine = [r for r in rows if r["tool"] == tool]
+        ok = [r for r in mine if r["error"] is None]
+        tools[tool] = {"latency": quantiles([r["ms"] for r in ok]),
+                       "in_server_work": quantiles([r["work_ms"] for r in ok if r["work_ms"] is not None]),
+                       "errors": len(mine) - len(ok),
+                       "first_errors": sorted({r["error"] for r in mine if r["error"]})[:3]}
+    delays = [p["visible_after_s"] for p in probe if p.get("visible_after_s") is not None]
+    return {
+        "clients": n_clients, "calls_per_client": calls, "mix": list(mix), "client_processes": procs,
+        "calls": len(rows), "answered": len(answered), "errors": len(rows) - len(answered),
+        "wall_s": round(wall, 2), "throughput_calls_per_s": round(len(answered) / wall, 1),
+        # CPU per answered call (process CPU time over the run, the probe's calls included on the
+        # server side): what one call costs the server, and what the load generator spends.
+        "server_cpu_ms_per_call": round(1e3 * server_cpu / max(1, len(answered)), 2),
+        "client_cpu_ms_per_call": round(1e3 * client_cpu / max(1, len(answered)), 2),
+        "server_cpu_share": round(server_cpu / wall, 2),
+        "tools": tools,
+        "records": {"lessons_written": len(written_lessons), "lessons_found": len(stored["lesson_ids"]),
+                    "lessons_lost": len(written_lessons - stored["lesson_ids"]),
+                    "lessons_unexpected": len(stored["lesson_ids"] - written_lessons),
+                    "duplicate_lessons": stored["duplicate_lessons"],
+                    "attempts_written": len(written_attempts), "attempts_found": len(stored["attempt_ids"]),
+                    "attempts_lost": len(written_attempts - stored["attempt_ids"])},
+        "visibility": {"probes": probe, "max_s": max(delays) if delays else None,
+                       "all_within_1s": bool(delays) and len(delays) == len(probe) and max(delays) <= 1.0},
+    }
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--clients", default="1,4,16,64", help="comma-separated client counts (default 1,4,16,64)")
+    ap.add_argument("--calls", type=int, default=30, help="calls per client (default 30)")
+    ap.add_argument("--mix", choices=sorted(MIXES), default="memory")
+    ap.add_argument("--chroma", choices=("embedded", "server"), default="embedded")
+    ap.add_argument("--home", type=Path, help="a store to copy and load (default: a fresh seeded one)")
+    ap.add_argument("--procs", type=int, default=4, help="client processes (default 4)")
+    ap.add_argument("--probes", type=int, default=5, help="cross-client visibility probes per run (default 5)")
+    ap.add_argument("--profile", type=Path, help="run the server under py-spy; write the raw stacks here")
+    ap.add_argument("--profile-cpu", action="store_true", help="with --profile: on-CPU samples only")
+    ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    args = ap.parse_args(argv)
+
+    tmp = Path(tempfile.mkdtemp(prefix="skillbase-load-"))
+    chroma = None
+    try:
+        if args.chroma == "server":
+            chroma, chroma_url = start_chroma(tmp)
+        else:
+            chroma_url = None
+        home = tmp / "home"
+        t_seed = time.perf_counter()
+        seed_home(home, args.home, chroma_url)
+        seed_s = time.perf_counter() - t_seed
+        if args.profile:
+            args.profile.mkdir(parents=True, exist_ok=True)
+        port = _free_port()
+        server = start_server(home, port, chroma_url, tmp / "server.log")
+        url = f"http://127.0.0.1:{port}/mcp"
+        runs = []
+        load_before = os.getloadavg()
+        try:
+            # One uncounted warm-up session: the server opens the store and the model once.
+            asyncio.run(_warm(url))
+            spy = attach_py_spy(server.pid, args.profile, args.profile_cpu) if args.profile else None
+            try:
+                for n in [int(x) for x in args.clients.split(",")]:
+                    r = run_load(url, home, n, args.calls, args.mix, args.procs, args.probes, server.pid)
+                    runs.append(r)
+                    _print(r)
+            finally:
+                if spy is not None:
+                    stop(spy)
+        finally:
+            stop(server)
+        result = {
+            "benchmark": "mcp_load", "transport": "streamable HTTP with a bearer token", "chroma": args.chroma,
+            "store": str(args.home) if args.home else "fresh, seeded by skillbase init",
+            "method": "real `skillbase serve --transport http` subprocess; N MCP SDK Client sessions over "
+                      f"{args.procs} client processes, released together by a barrier; latency = perf_counter "
+                      "around call_tool; throughput = answered calls / seconds from the barrier to the last answer; "
+                      "records counted in the ledger by session afterwards",
+            "runs": runs,
+            "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version(),
+                        "load_average_before": [round(x, 2) for x in load_before],
+                        "load_average_after": [round(x, 2) for x in os.getloadavg()]},
+            "seed_s": round(seed_s, 1),
+        }
+        if args.profile:
+            result["profile"] = str(args.profile / ("server.cpu.pyspy.txt" if args.profile_cpu else "server.pyspy.txt"))
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=1) + "\n")
+        print(f"wrote {args.out}")
+        return result
+    finally:
+        if chroma is not None:
+            stop(chroma)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+async def _warm(url: str) -> None:
+    http, session = _session(url)
+    async with http, session as c:
+        for args in RECALLS:
+            await c.call_tool("recall", args)
+        await c.call_tool("attempt_history", {"task": "relu", "limit": 5})
+
+
+def _print(r: dict) -> None:
+    print(f"{r['clients']} clients x {r['calls_per_client']} calls: {r['throughput_calls_per_s']} calls/s "
+          f"({r['answered']}/{r['calls']} answered in {r['wall_s']} s, wall clock); CPU per call: server "
+          f"{r['server_cpu_ms_per_call']} ms, clients {r['client_cpu_ms_per_call']} ms (process CPU time)")
+    for tool, t in r["tools"].items():
+        lat = t["latency"]
+        if lat.get("n"):
+            print(f"  {tool:17s} p50 {lat['p50_ms']:8.1f}  p95 {lat['p95_ms']:8.1f}  p99 {lat['p99_ms']:8.1f} ms "
+                  f"(round trip, n={lat['n']}); in-server p50 {t['in_server_work'].get('p50_ms', 0):.1f} ms; "
+                  f"errors {t['errors']}")
+    rec, vis = r["records"], r["visibility"]
+    print(f"  lessons written {rec['lessons_written']}, found {rec['lessons_found']}, lost {rec['lessons_lost']}, "
+          f"duplicated {rec['duplicate_lessons']}; attempts written {rec['attempts_written']}, found "
+          f"{rec['attempts_found']}; visibility max {vis['max_s']} s over {len(vis['probes'])} probes")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,85 @@
+"""The follower: one background thread that keeps the derived parts (vector index, graph)
+caught up with the ledger, so a write returns as soon as its ledger commit is durable.
+
+Writers ``poke()`` it after committing; it runs ``sync`` (read the outbox after the seq the
+index reflects, embed, upsert: one batch) once per round, so the writes of many concurrent
+callers land in one model call and one chroma upsert; ``sync`` returning True asks for
+another round at once (a backlog is worked off batch by batch, waiters told after each). Readers that must see every committed record
+``wait(ready)``: it pokes and blocks until a round that began after the call has finished
+and ``ready()`` holds; False means the round did not get there (the index is broken, the
+model is missing, another process holds the lock), and the caller does the work itself,
+where its errors are raised.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+log = logging.getLogger("skillbase.memory")
+
+
+class Follower:
+    """Runs ``sync()`` in a daemon thread whenever poked; rounds never overlap."""
+
+    def __init__(self, sync: Callable[[], bool | None], *, name: str = "skillbase-index-follower"):
+        self._sync = sync
+        self._name = name
+        self._cv = threading.Condition()
+        self._asked = 0  # rounds asked for
+        self._done = 0  # rounds asked for that a finished round covered
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+        self.rounds = 0
+        self.last_error: BaseException | None = None
+
+    def poke(self) -> int:
+        """Ask for a round (starting the thread on first use); returns the ticket a ``wait`` needs."""
+        with self._cv:
+            if self._stopping:
+                return self._asked
+            self._asked += 1
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name=self._name, daemon=True)
+                self._thread.start()
+            self._cv.notify_all()
+            return self._asked
+
+    def wait(self, ready: Callable[[], bool], timeout: float) -> bool:
+        """Poke, then wait (at most ``timeout`` seconds) for that round to finish; returns ``ready()``."""
+        ticket = self.poke()
+        with self._cv:
+            # Checked after every round: the one running now may already get there.
+            self._cv.wait_for(lambda: self._done >= ticket or self._stopping or ready(), timeout)
+        return ready()
+
+    def _loop(self) -> None:
+        while True:
+            with self._cv:
+                self._cv.wait_for(lambda: self._asked > self._done or self._stopping)
+                if self._stopping and self._asked <= self._done:
+                    return
+                target = self._asked
+            more = False
+            try:
+                more = bool(self._sync())
+                self.last_error = None
+            except BaseException as e:  # the ledger holds the records; the next round or a reader retries
+                self.last_error = e
+                log.warning("the index follower could not catch up (a reader will): %s: %s", type(e).__name__, e)
+            with self._cv:
+                self._done = max(self._done, target)
+                if more:  # work is left (a backlog, or writes that kept coming): go round again
+                    self._asked = max(self._asked, self._done + 1)
+                self.rounds += 1
+                self._cv.notify_all()
+
+    def close(self, timeout: float = 60.0) -> None:
+        """Finish the round asked for, then stop the thread."""
+        with self._cv:
+            self._stopping = True
+            self._cv.notify_all()
+            thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)

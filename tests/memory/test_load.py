@@ -1,0 +1,130 @@
+"""Many callers on one store at once (a team server's tool calls): embeddings batched across
+callers, writes committed together without loss or duplication, a lesson written by one
+caller found by another's search within a second, and searches that never wait for indexing."""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+import time
+
+import numpy as np
+import pytest
+from filelock import FileLock
+
+from memory_factories import lesson
+from skillbase.errors import InvalidInput
+from skillbase.memory.batching import Batcher
+
+pytestmark = pytest.mark.usefixtures("embedded_settings")
+
+
+def _together(n: int, fn) -> list:
+    """Run fn(i) in n threads released at once; returns results in order (re-raises the first error)."""
+    out: list = [None] * n
+    errors: list = []
+    gate = threading.Barrier(n)
+
+    def run(i):
+        gate.wait()
+        try:
+            out[i] = fn(i)
+        except BaseException as e:  # reported below, with the thread's index
+            errors.append((i, e))
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    if errors:
+        raise errors[0][1]
+    return out
+
+
+def test_a_batcher_serves_concurrent_callers_with_fewer_calls():
+    calls: list[list[int]] = []
+
+    def slow_square(items):
+        calls.append(list(items))
+        time.sleep(0.05)  # long enough for the other threads to queue behind the first call
+        return [x * x for x in items]
+
+    b = Batcher(slow_square)
+    got = _together(12, lambda i: b.submit([i, i + 100]))
+    assert got == [[i * i, (i + 100) ** 2] for i in range(12)]
+    assert len(calls) < 12 and b.stats.shared_calls >= 1 and b.stats.items == 24
+    assert sorted(x for c in calls for x in c) == sorted([*range(12), *range(100, 112)])
+
+
+def test_a_failing_batch_fails_each_caller_and_the_next_batch_runs():
+    b = Batcher(lambda items: 1 / 0 if 0 in items else items)
+    with pytest.raises(ZeroDivisionError):
+        b.submit([0])
+    assert b.submit([3, 4]) == [3, 4]
+
+
+def test_concurrent_embeddings_share_model_calls_and_match_one_by_one(embedder):
+    texts = [f"lesson {i}: rows of {256 * (i + 1)} floats fit in registers up to a point" for i in range(12)]
+    expected = np.stack([embedder._m._encode([t], None)[0] for t in texts])
+    before = embedder.batch_stats.calls
+    got = _together(len(texts), lambda i: embedder._m.encode([texts[i]], None)[0])
+    assert embedder.batch_stats.calls - before < len(texts), "every caller ran the model alone"
+    np.testing.assert_allclose(np.stack(got), expected, atol=2e-5)
+
+
+def test_concurrent_writers_lose_nothing_and_duplicate_nothing(embedded_settings, open_store):
+    store = open_store(embedded_settings())
+    group = store.ledger._group.stats
+    calls_before = group.calls
+    written = _together(16, lambda w: [store.record_experience(lesson(f"writer {w} lesson {i}")).id for i in range(4)])
+    ids = [i for per in written for i in per]
+    assert len(set(ids)) == 64
+    stored = store.list_experiences(limit=1000)
+    texts = [e.lesson for e in stored if e.lesson.startswith("writer ")]
+    assert len(texts) == 64 and len(set(texts)) == 64
+    assert {e.id for e in stored} >= set(ids)
+    assert group.calls - calls_before < 64, "each write committed alone: no group commit"
+
+
+def test_a_bad_write_in_a_group_commit_fails_alone(embedded_settings, open_store):
+    store = open_store(embedded_settings())
+    first = store.record_experience(lesson("the original text"))
+    clash = first.model_copy(update={"lesson": "other text under the same id"})
+
+    def write(i):
+        if i == 0:
+            with pytest.raises(InvalidInput, match="already recorded with different content"):
+                store.record_experience(clash)
+            return None
+        return store.record_experience(lesson(f"good lesson {i}")).id
+
+    ids = [i for i in _together(8, write) if i]
+    assert len(store.ledger.get_experiences(ids)) == 7
+    assert store.get_experience(first.id).lesson == "the original text"
+
+
+def test_another_callers_lesson_is_found_within_a_second_and_searches_do_not_wait(embedded_settings, open_store):
+    settings = embedded_settings()
+    store = open_store(settings)
+    store.record_experience(lesson("a first lesson so the index exists"))
+    store.search("experiences", "first lesson", k=1)
+    text = "Splitting each row over two programs halved the time once rows spilled out of registers"
+    writer, reader = contextvars.Context(), contextvars.Context()  # two tool calls of a server
+    with FileLock(str(settings.home / "index.lock")):  # indexing is stuck, as behind another process
+        exp = writer.run(store.record_experience, lesson(text))
+        got: list = []
+        search = threading.Thread(target=lambda: got.append(reader.run(store.search, "experiences", text, k=3)))
+        search.start()
+        search.join(1.0)
+        assert got, "a search waited for the index lock"
+        assert exp.id not in {h.id for h in got[0]}  # not indexed yet: the lock is held
+    written = time.perf_counter()
+    while True:
+        if exp.id in {h.id for h in reader.run(store.search, "experiences", text, k=3)}:
+            break
+        assert time.perf_counter() - written < 1.0, "another caller's lesson was not found within 1 s"
+        time.sleep(0.02)
+    # The writer's own search never misses its write, whatever the follower is doing.
+    own = writer.run(store.record_experience, lesson(text + " (again)"))
+    assert own.id in {h.id for h in writer.run(store.search, "experiences", text + " (again)", k=3)}
