@@ -84,14 +84,32 @@ def tool_threads() -> int:
     return int(os.environ.get("SKILLBASE_TOOL_THREADS") or max(4, 2 * (os.cpu_count() or 2)))
 
 
+# Per client (by the name and version it gave at initialize), the ledger positions of its writes:
+# each tool call runs in a context of its own, and a client's later calls must see what its earlier
+# ones wrote (record_lesson, then recall). mcp 2.x gives no per-connection object that lasts, so
+# clients that share a name share this (they wait for each other's fresh writes, never miss their own).
+_CLIENT_WRITES: dict[str, dict[str, int]] = {}
+_CLIENT_WRITES_MAX = 4096
+
+
+def _writes_of(ctx: Context) -> dict[str, int]:
+    """The write positions of this call's client."""
+    name = _client_name(ctx)
+    if name not in _CLIENT_WRITES and len(_CLIENT_WRITES) >= _CLIENT_WRITES_MAX:
+        _CLIENT_WRITES.pop(next(iter(_CLIENT_WRITES)))
+    return _CLIENT_WRITES.setdefault(name, {})
+
+
 def _tool(spec: ToolSpec, sb: skillbase.SkillBase, workspace: Path, limiter=None) -> Tool:
     async def handler(arguments: dict, ctx: Context) -> CallToolResult:
         call = CallContext(progress=_progress_relay(ctx) if spec.long_running else None,
                            agent=_client_name(ctx), workspace=workspace)
+        seen = _writes_of(ctx)
 
         def work():
             start = time.perf_counter()
-            out = spec.fn(sb, spec.validate(arguments), call)
+            with sb.caller_scope(seen):  # the client's earlier writes are visible to this call's searches
+                out = spec.fn(sb, spec.validate(arguments), call)
             return out, (time.perf_counter() - start) * 1e3
 
         try:

@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import logging
 import threading
-from contextvars import ContextVar
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -63,6 +64,22 @@ MAX_INDEX_LAG_S = 1.0
 # The ledger seq of the last write made in this context, per store: a caller's searches
 # always see its own writes. A server runs each tool call in its own context.
 _WRITTEN: ContextVar[dict[str, int]] = ContextVar("skillbase_store_written", default={})
+
+
+@contextmanager
+def caller_writes(seen: dict[str, int]) -> Iterator[None]:
+    """Run a block as one step of a longer-lived caller (an MCP client: each tool call runs in a
+    context of its own): the block's searches see every write the caller made in earlier steps, and
+    the block's writes are added to ``seen`` for the steps after it. An agent that records a lesson
+    and recalls next finds it, whatever the follower is doing."""
+    token = _WRITTEN.set(dict(seen))
+    try:
+        yield
+    finally:
+        for key, seq in _WRITTEN.get().items():
+            if seq > seen.get(key, 0):
+                seen[key] = seq
+        _WRITTEN.reset(token)
 
 
 class Store:

@@ -101,6 +101,14 @@ class SkillBase:
                 self._views = LedgerView(self.settings.ledger_path)
             return self._views
 
+    def caller_scope(self, seen: dict[str, int]):
+        """A context manager for one step of a longer-lived caller (an MCP client's tool call): searches
+        inside it see every write recorded in earlier steps that shared ``seen``, and its own writes are
+        added to ``seen``. Keep one dict per caller."""
+        from skillbase.memory.store import caller_writes
+
+        return caller_writes(seen)
+
     def warm_up(self) -> None:
         """Open the store and the retriever now (model weights, indexes, graph) by running one
         small recall, so that a server's first real call answers as fast as the rest."""

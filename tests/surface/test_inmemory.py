@@ -207,3 +207,34 @@ def test_profile_without_a_gpu_is_a_typed_unavailable_answer(server):
             assert server[0].memory.get_profile(p["attempt_id"]).unavailable == "no_gpu"
         else:
             assert "not stored" in p["notes"][-1]
+
+
+def test_a_client_finds_the_lesson_it_just_recorded_while_indexing_lags(server):
+    """Each tool call runs in a context of its own; a client's recall must still see the lesson the
+    same client recorded a moment before, even when the index follower is behind the ledger."""
+    import time
+
+    store = server[0].memory
+    original = store._follower._sync
+
+    def lagging():
+        time.sleep(0.8)  # the follower behind the ledger, as under load
+        return original()
+
+    text = "Rows of 1.5 MiB split over twelve co-resident programs read each byte once: 87% of bandwidth"
+    store._follower._sync = lagging
+    try:
+        async def fn(client):
+            await client.call_tool("recall", {"query": "warm the embedding model up", "k": 1})
+            lesson = await client.call_tool("record_lesson", {"lesson": text, "task": "row_softmax"})
+            assert not lesson.is_error, lesson.content[0].text
+            found = await client.call_tool("recall", {"query": text, "k": 5})
+            return lesson.structured_content["id"], found.structured_content
+
+        lesson_id, found = _run(server, fn)
+    finally:
+        store._follower._sync = original
+    item = next((i for i in found["items"] if i["id"] == lesson_id), None)
+    assert item is not None, [i["id"] for i in found["items"]]
+    # Found by meaning, not only by its words: the vector index held it when the recall ran.
+    assert "close in meaning" in item["why"], item["why"]
