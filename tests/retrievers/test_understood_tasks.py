@@ -20,7 +20,7 @@ import torch.nn as nn
 
 
 class Model(nn.Module):
-    """Simple model that performs a Softmax activation."""
+    """Softmax over each row of a batch of feature vectors."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.softmax(x, dim=1)
