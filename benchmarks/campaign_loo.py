@@ -53,7 +53,7 @@ from benchmarks.retrieval_eval import (  # noqa: E402
 )
 from skillbase import seeds  # noqa: E402
 from skillbase.config import Settings  # noqa: E402
-from skillbase.models import Attempt, Experience, TaskInfo, family_lineage  # noqa: E402
+from skillbase.models import Attempt, TaskInfo, family_lineage  # noqa: E402
 
 IMPROVED = 1.02  # a step this much faster than its parent improved the kernel
 CAMPAIGN_SKILLS = ("tf32-numerics-follow-the-reference", "channels-last-for-library-convolutions",
