@@ -90,7 +90,8 @@ def main() -> None:
     rows = []
     for task_name, sol, sizes in TINY:
         path = tiny_task(work, task_name, sizes)
-        with Toolchain(Settings.from_env(home=home / task_name)) as tc:  # a cold worker for each task
+        settings = Settings.from_env(home=home / task_name)
+        with Toolchain(settings) as tc:  # a cold worker for each task
             task = tc.load_task(str(path))
             cand = tc.resolve_solution(task, str(REPO / "seeds" / "tasks" / task_name / f"{sol}.py"))
             reports = [tc.benchmark(task, cand, "cuda:0", use_cache=False) for _ in range(args.reps)]
@@ -99,7 +100,7 @@ def main() -> None:
             empty = [float(m.group(1)) for r in reports if r.timing
                      for m in [re.search(r"less the ([0-9.]+) µs", r.timing.method)] if m]
             host = [r.host_ms_per_call.get("candidate", 0) * 1e3 for r in reports]
-            ncu = ncu_compare_paths(task, cand)
+            ncu = ncu_compare_paths(task, cand, triton_cache=settings.cache_dir / "triton")
         row = {"task": path.stem, "solution": sol, "verdicts": sorted({r.verdict for r in reports}),
                "device_us": dev, "empty_pair_us": empty,
                "raw_us": [d + e for d, e in zip(dev, empty)] if len(empty) == len(dev) else None, "host_us": host, "max_over_min": max(dev) / min(dev) if dev else None,

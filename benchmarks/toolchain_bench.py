@@ -201,9 +201,13 @@ def ncu_compare(tc: Toolchain, spec: str, out: Path) -> dict:
     return result
 
 
-def ncu_compare_paths(task, cand, calls: int = 10) -> dict:
+def ncu_compare_paths(task, cand, calls: int = 10, triton_cache: Path | None = None) -> dict:
     """Nsight Compute's gpu__time_duration summed over every kernel of one call (same cache state
-    as our timer: a flush memset before each call, caches left alone), median over ``calls`` calls."""
+    as our timer: a flush memset before each call, caches left alone), median over ``calls`` calls.
+
+    ``triton_cache``: the worker's Triton cache. ncu's process then reads the autotuning result the
+    worker stored instead of autotuning again under ncu, so both time the same config (an autotuner
+    timing 3 µs configs can pick another one each time it runs)."""
     runner = ncu_runner(task, cand, True, copy_flush=True)
     # The runner makes 13 calls, each inside an NVTX range 'call': only their kernels are profiled.
     cmd = ["ncu", "--clock-control", "none", "--cache-control", "none", "--metrics", "gpu__time_duration.sum",
@@ -212,9 +216,10 @@ def ncu_compare_paths(task, cand, calls: int = 10) -> dict:
     if shutil.which("ncu") is None:
         entry["note"] = "ncu not on PATH"
         return entry
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900,
-                          env={**os.environ, "PYTHONPATH": os.pathsep.join(
-                              p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)})
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)}
+    if triton_cache is not None:
+        env.update(TRITON_CACHE_DIR=str(triton_cache), TRITON_CACHE_AUTOTUNING="1")
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
     values = parse_ncu_durations(proc.stdout)
     per_launch = len(values) // 13 if values else 0
     if per_launch:

@@ -592,7 +592,7 @@ class Toolchain:
         report = BenchReport(**base, verdict=verdict, message=message, correctness=correctness, timing=timing,
                              baselines=baselines, roofline=roof, custom_kernels=result.get("custom_kernels") or [],
                              error=error, notes=notes)
-        if timing is not None:
+        if timing is not None and timing.median_ms > 0:  # 0: below what an event pair resolves (no speedup)
             eager, comp = baselines.get("eager"), baselines.get("torch_compile")
             report = report.model_copy(update={
                 "speedup_vs_eager": eager.median_ms / timing.median_ms if eager else None,

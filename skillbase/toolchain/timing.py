@@ -132,6 +132,10 @@ class Clock:
         self.int32 = torch_module.int32
         self._clock_rate = getattr(cuda, "clock_rate", None)
         self.sleep = getattr(cuda, "_sleep", None)  # a spin kernel of N cycles
+        # What an empty held event pair costs the GPU, measured by this worker's first held timing and
+        # taken off every held sample after it (see ``measure``); with how many pairs it was measured.
+        self.pair_ms: float | None = None
+        self.pair_n = 0
 
     def sm_mhz(self) -> int | None:
         """The SM clock now (NVML through torch), or None where it cannot be read."""
@@ -147,17 +151,30 @@ def flush_buffer(clock: Clock, device: Any, l2_bytes: int | None):
     return clock.empty(nbytes // 4, dtype=clock.int32, device=device)
 
 
-# Below this many ms per call the host's launch time can exceed the flush's GPU time, and the GPU
-# would wait for the host between the start event and the first kernel: a spin kernel before the
-# start event gives the host time to queue the whole call, so the events see only device time.
-HOLD_BELOW_MS = 1.0
+# A call whose own GPU time is under this many ms, or whose host enqueue takes more than half the GPU
+# time of a flush and a call, could have the GPU wait for the host between the start event and its
+# first kernel: a spin kernel before the start event gives the host time to queue the whole call, so
+# the events see only device time. Longer calls are timed exactly as do_bench times them: a held
+# GPU rests between calls, and a compute-bound kernel of a few hundred µs then runs at clocks that
+# back-to-back calls do not keep (-6 to -10% against do_bench on the seed matmuls when every call
+# under 1 ms was held).
+HOLD_BELOW_MS = 0.05
 HOLD_MAX_US = 2000.0
+# The usual hold: long enough for any host seen so far to queue a small call, and the same in every
+# evaluation, so the GPU is in the same state before each start event from one evaluation to the next.
+HOLD_US = 250.0
+# One empty held event pair after every this many timed calls, inside the batch.
+EMPTY_EVERY = 4
+# Held (launch-bound) timing takes at least this many samples: a call of a few µs is then known to a few
+# tens of ns, so ten evaluations agree to a few percent, where a 1% CI on a hundred samples is not enough
+# (the event pair's own cost, subtracted, moves by more than that between small sets).
+HELD_MIN_SAMPLES = 800
 
 
 def hold_cycles(host_us: float, sm_mhz: int | None) -> int:
-    """Cycles of the spin kernel that keeps the GPU busy while the host queues one call:
-    twice the slowest host enqueue seen, at least 20 µs, at most HOLD_MAX_US."""
-    us = min(HOLD_MAX_US, max(20.0, 2.0 * host_us))
+    """Cycles of the spin kernel that keeps the GPU busy while the host queues one call: HOLD_US, or
+    twice the host's enqueue time (``host_us``) when that is longer, at most HOLD_MAX_US."""
+    us = min(HOLD_MAX_US, max(HOLD_US, 2.0 * host_us))
     return int(us * (sm_mhz or 2000))
 
 
@@ -184,18 +201,29 @@ def measure(
     # Warm up: JIT compilation, autotuning, allocator growth, clocks ramping up.
     warm_t0 = time.perf_counter()
     i = 0
-    host_us = 0.0
+    host: list[float] = []
     while i < 3 or (time.perf_counter() - warm_t0) * 1e3 < plan.warmup_ms:
         t0 = time.perf_counter()
         call(i % n_sets)
         if i >= 2:  # the first calls compile and autotune
-            host_us = max(host_us, (time.perf_counter() - t0) * 1e6)
+            host.append((time.perf_counter() - t0) * 1e6)
         i += 1
         if i % 8 == 0:
             clock.synchronize()
     clock.synchronize()
+    # What queueing one call takes the host: the median, not the slowest. One slow warm-up call (a
+    # garbage collection, a page fault) made 200 µs matmuls look host-bound and held them, and a held
+    # compute-bound kernel, rested between calls, ran 3-6% faster than do_bench's back-to-back calls.
+    host_us = quantile(sorted(host), 0.5) if host else 0.0
     est_ms = _estimate(call, n_sets, clock, flush)
-    hold = hold_cycles(host_us, mhz_before) if est_ms < HOLD_BELOW_MS and clock.sleep is not None else 0
+    call_ms = max(est_ms - _estimate_flush(clock, flush), 0.0)
+    needs_hold = call_ms < HOLD_BELOW_MS or host_us * 1e-3 > 0.5 * est_ms
+    hold = hold_cycles(host_us, mhz_before) if needs_hold and clock.sleep is not None else 0
+    # The empty pair's cost: measured beside the calls by the worker's first held timing, then kept.
+    # Measured again in every evaluation, its estimate moved by up to 0.3 µs from one evaluation to the
+    # next (1.50-1.84 µs on an H100), while the raw held samples moved by 1-4%: a per-evaluation
+    # estimate was most of a 3 µs kernel's spread over ten evaluations.
+    calibrate = bool(hold) and clock.pair_ms is None
     per_batch = max(5, min(1000, int(plan.batch_ms / max(est_ms, 1e-3))))
     samples: list[float] = []
     empty: list[float] = []  # held event pairs around nothing, interleaved with the batches
@@ -203,7 +231,12 @@ def measure(
     while True:
         starts = [clock.Event(enable_timing=True) for _ in range(per_batch)]
         ends = [clock.Event(enable_timing=True) for _ in range(per_batch)]
+        pairs = []
         for b in range(per_batch):
+            if calibrate and b % EMPTY_EVERY == 0:
+                # An empty pair in the same conditions as the calls around it (flush, hold, then the
+                # events): what the pair itself costs the GPU, measured beside every few samples.
+                pairs += _held_event_pairs(clock, flush, hold, 1)
             clock.zero_(flush)
             if hold:
                 clock.sleep(hold)
@@ -211,28 +244,32 @@ def measure(
             call(k % n_sets)
             clock.record(ends[b])
             k += 1
-        pairs = _held_event_pairs(clock, flush, hold, max(8, per_batch // 8)) if hold else []
         clock.synchronize()  # device-wide: every stream's work is done before events are read
         samples += [clock.elapsed(s, e) for s, e in zip(starts, ends)]
         empty += [clock.elapsed(s, e) for s, e in pairs]
         spent = time.perf_counter() - start
         if progress:
             progress(min(1.0, spent / plan.budget_s), f"timing: {len(samples)} samples")
-        tight = ci_is_tight(samples, plan.target_ci, plan.min_reps, n_sets)
+        min_n = max(plan.min_reps, HELD_MIN_SAMPLES) if hold else plan.min_reps
+        enough_pairs = not calibrate or len(empty) >= min_n // EMPTY_EVERY
+        tight = ci_is_tight(samples, plan.target_ci, min_n, n_sets) and enough_pairs
         if tight or spent > plan.budget_s or len(samples) >= plan.max_reps:
             break
-    empty_ms = sorted(empty)[len(empty) // 2] if empty else 0.0
+    if calibrate and empty:
+        clock.pair_ms, clock.pair_n = trimmed_mean(empty), len(empty)
+    empty_ms = (clock.pair_ms or 0.0) if hold else 0.0
     if empty_ms:
         # Held, an event pair costs the GPU about a microsecond or two of its own beside the kernels
-        # (what Nsight Compute's gpu__time_duration leaves out): measured here, taken off every sample.
+        # (what Nsight Compute's gpu__time_duration leaves out): measured once, taken off every sample.
         samples = [max(x - empty_ms, 0.0) for x in samples]
     mhz_after = clock.sm_mhz()
     # Compute-bound kernels follow the SM clock, which power and temperature move by several
     # percent between runs: report it so a spread can be read against it.
     clocks = f"; SM clock {mhz_before} -> {mhz_after} MHz" if mhz_before and mhz_after else ""
     held = (f"; the GPU held by a {hold / (mhz_before or 2000):.0f} µs spin kernel before each start event so the "
-            f"host (up to {host_us:.0f} µs to queue a call) never delays the call: device time, less the "
-            f"{empty_ms * 1e3:.2f} µs an empty held event pair measures") if hold else ""
+            f"host ({host_us:.0f} µs to queue a call, median) never delays the call: device time, less the "
+            f"{empty_ms * 1e3:.2f} µs an empty held event pair measures (10%-trimmed mean of {clock.pair_n} pairs "
+            "interleaved with the calls of this worker's first held timing)") if hold else ""
     method = (
         f"CUDA events around each call; L2 flushed by a {flush.numel() * 4 // 2**20} MB memset before each call "
         f"(outside the events); {n_sets} input set(s) rotated; {len(samples)} samples in batches of {per_batch} "
@@ -241,6 +278,19 @@ def measure(
         + held + clocks
     )
     return samples, method
+
+
+def trimmed_mean(values: list[float], cut: float = 0.1) -> float:
+    """Mean of ``values`` without the lowest and highest ``cut`` fraction.
+
+    The cost of an empty event pair clusters on a few timer ticks (1.60, 1.63, 1.66 ... 1.92 µs on an
+    H100), and a median over a few hundred pairs jumps from one cluster to the next where a trimmed
+    mean moves smoothly. (Between evaluations the pairs' cost itself still shifted by up to 0.3 µs on
+    an H100, which is why ``measure`` takes it once per worker and keeps it.)"""
+    v = sorted(values)
+    k = int(len(v) * cut)
+    kept = v[k:len(v) - k] or v
+    return sum(kept) / len(kept)
 
 
 def _held_event_pairs(clock: Clock, flush: Any, hold: int, n: int) -> list[tuple[Any, Any]]:
@@ -274,6 +324,17 @@ def host_per_call(call: Callable[[int], Any], n_sets: int, clock: Clock, budget_
         clock.synchronize()
         per.append((time.perf_counter() - t0) * 1e3 / m)
     return quantile(sorted(per), 0.5)
+
+
+def _estimate_flush(clock: Clock, flush) -> float:
+    """ms of the L2-flushing memset alone."""
+    s, e = clock.Event(enable_timing=True), clock.Event(enable_timing=True)
+    clock.record(s)
+    for _ in range(5):
+        clock.zero_(flush)
+    clock.record(e)
+    clock.synchronize()
+    return clock.elapsed(s, e) / 5
 
 
 def _estimate(call, n_sets, clock: Clock, flush) -> float:

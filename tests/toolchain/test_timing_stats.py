@@ -77,3 +77,22 @@ def test_rotated_sets_are_summarized_by_their_medians():
         assert abs(est - sum(speeds) / 4) < 0.2 and half < 0.5
     assert max(estimates) - min(estimates) < 0.3
     assert summarize([1.0, 2.0, 3.0, 4.0], "m", n_sets=2).median_ms == 2.5  # sets {1,3} and {2,4}
+
+
+def test_event_pair_cost_is_stable_where_a_median_jumps_between_timer_ticks():
+    # Empty event pairs land on a few timer ticks, about half on each side of the middle: draws of 200
+    # such pairs move their median from one tick to the next, the trimmed mean by far less.
+    from skillbase.toolchain.timing import trimmed_mean
+
+    ticks = [1.60, 1.63, 1.66, 1.79, 1.89, 1.92]
+    weights = [20, 25, 6, 4, 20, 25]
+    rng = random.Random(7)
+    medians, means = [], []
+    for _ in range(40):
+        draw = rng.choices(ticks, weights, k=200) + [9.0, 0.2]  # and two outliers
+        medians.append(sorted(draw)[len(draw) // 2])
+        means.append(trimmed_mean(draw))
+    assert max(medians) - min(medians) > 0.1
+    assert max(means) - min(means) < 0.05
+    assert trimmed_mean([1.0, 2.0, 3.0]) == 2.0
+    assert trimmed_mean([5.0]) == 5.0
