@@ -32,7 +32,8 @@
 #                over Ray on 1 (bar 1.8x on 2 GPUs), verdicts and medians against the local pool (ray_scale.json).
 #   profile      (issue 17) Nsight Compute on every built-in solution and the flawed kernels of
 #                benchmarks/profile_flawed, one at a time, starting none after PROFILE_LIMIT s (default 390; the part stays under 8 min):
-#                $OUT/profiles.json, profile_csv/ (raw CSVs: parser fixtures), profile.log. Then, on the CPU:
+#                $OUT/profiles.json, profile_csv/ (raw CSVs: parser fixtures), profile.log. PROFILE_PREVIOUS=an
+#                earlier call's profiles.json: its profiled jobs are kept, the rest run. Then, on the CPU:
 #                .venv/bin/python benchmarks/profile_bench.py check --profiles $OUT/profiles.json
 # Needs torch with CUDA, triton and pydantic; wheels in .whl/ are installed to
 # /tmp/site first when pydantic is missing (machines without a package index).
@@ -151,6 +152,7 @@ for part in $PARTS; do
       [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
     profile)
       $PY benchmarks/profile_bench.py run --out "$OUT" --home "$SKILLBASE_HOME" --time-limit "${PROFILE_LIMIT:-390}" \
+        ${PROFILE_PREVIOUS:+--previous "$PROFILE_PREVIOUS"} \
         2>&1 | tee "$OUT/profile.log" | tail -50
       [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
     *) echo "unknown part: $part" >&2; status=2 ;;

@@ -132,12 +132,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--run-dir", type=Path, required=True, help="where the candidates are written and evaluated")
     ap.add_argument("--json", type=Path, help="write the rows here")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per KernelBench evaluation")
+    ap.add_argument("--only", nargs="+", metavar="NAME", help="only these candidates (names as printed)")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     from skillbase.suite.discover import kernelbench_task
 
     args.run_dir.mkdir(parents=True, exist_ok=True)
     rows = candidates(args.run_dir)
+    if args.only:
+        rows = [r for r in rows if r["name"] in args.only]
+        (args.run_dir / "manifest.json").write_text(json.dumps({"candidates": [
+            {k: v for k, v in r.items() if k != "expect"} for r in rows]}, indent=1))
     start = time.perf_counter()
     ours = subprocess.run([sys.executable, "-m", "skillbase.suite", "run", str(args.run_dir), "--kernelbench",
                            str(args.kernelbench), "--no-record", "--json", "--device", "cuda"],
@@ -158,7 +163,8 @@ def main(argv: list[str] | None = None) -> int:
                       "skillbase": mine.get("verdict"), "skillbase_failed_checks": mine.get("failed_checks"),
                       "skillbase_eval_s": mine.get("eval_s"), "kernelbench_correct": kb["correct"],
                       "kernelbench_compiled": kb["compiled"], "kernelbench_wall_s": kb.get("wall_s"),
-                      "kernelbench_error": kb.get("error"), "agree": agree})
+                      "kernelbench_error": kb.get("error"), "kernelbench_metadata": kb.get("metadata"),
+                      "agree": agree})
         print(f"{row['name']:34s} expected {row['expect']:9s} skillbase {str(mine.get('verdict')):10s} "
               f"KernelBench {'correct' if kb['correct'] else 'incorrect':9s} {'agree' if agree else 'DISAGREE'} "
               f"({mine.get('eval_s')} s vs {kb.get('wall_s')} s)", flush=True)

@@ -56,16 +56,27 @@ def jobs() -> list[dict]:
     return out + [j for _, j in sorted(rest, key=lambda x: (x[0], x[1]["name"]))]
 
 
-def run(out: Path, home: Path, time_limit: float) -> int:
-    """Profile every job on the GPU; write profiles.json, profile_csv/ and a summary table."""
+def run(out: Path, home: Path, time_limit: float, previous: Path | None = None) -> int:
+    """Profile every job on the GPU; write profiles.json, profile_csv/ and a summary table.
+
+    ``previous``: an earlier call's profiles.json; its profiled jobs are kept as they are and not run
+    again, so a run cut by the time limit is finished by the next call."""
     from skillbase.config import Settings
     from skillbase.toolchain.facade import Toolchain
 
     out.mkdir(parents=True, exist_ok=True)
     (out / "profile_csv").mkdir(exist_ok=True)
     rows, start = [], time.perf_counter()
+    kept = {}
+    if previous is not None and previous.is_file():
+        kept = {r["name"]: {**r, "from_previous_call": True}
+                for r in json.loads(previous.read_text())["rows"] if "report" in r}
+        print(f"{len(kept)} profiles kept from {previous}", flush=True)
     with Toolchain(Settings.from_env(home=home)) as tc:
         for job in jobs():
+            if job["name"] in kept:
+                rows.append(kept[job["name"]])
+                continue
             if time.perf_counter() - start > time_limit:
                 rows.append({**job, "skipped": f"time limit {time_limit:g} s reached"})
                 continue
@@ -211,6 +222,7 @@ def main() -> int:
     r.add_argument("--out", type=Path, required=True)
     r.add_argument("--home", type=Path, default=ROOT / ".gpu-home")
     r.add_argument("--time-limit", type=float, default=390.0)
+    r.add_argument("--previous", type=Path, help="an earlier profiles.json: its profiled jobs are kept, not run again")
     y = sub.add_parser("synthetic", help="write invented profiles of the flawed kernels (for the check on CPU)")
     y.add_argument("--out", type=Path, required=True)
     d = sub.add_parser("rediagnose", help="recompute the diagnosis of saved profiles with the current rules")
@@ -221,7 +233,7 @@ def main() -> int:
     c.add_argument("--out", type=Path)
     args = ap.parse_args()
     if args.cmd == "run":
-        return run(args.out, args.home, args.time_limit)
+        return run(args.out, args.home, args.time_limit, args.previous)
     if args.cmd == "rediagnose":
         rediagnose(args.profiles, args.out)
         return 0
