@@ -103,6 +103,17 @@ class ExperienceRef(BaseModel):
     created_at: datetime
 
 
+class TechniqueCoverage(BaseModel):
+    """How many of a family's tasks each technique was applied to."""
+
+    family: str
+    tasks: int = Field(description="tasks of the family with at least one step from a correct, timed parent")
+    tried: dict[str, int] = Field(description="per technique, on how many of those tasks a step applied it")
+    improved: dict[str, int] = Field(
+        description=f"per technique, on how many of those tasks a step applying it was at least {SUCCESS_GAIN}x faster"
+    )
+
+
 class SkillRef(BaseModel):
     name: str
     status: str
@@ -230,6 +241,9 @@ class ReasoningGraph:
         # by _put_experience, sorted again only where something was added.
         self._lessons: dict[tuple[str, str | None], list[tuple[float, float, str]]] | None = None
         self._lessons_unsorted: set[tuple[str, str | None]] = set()
+        # Per family, the techniques each task stepped and those that made it faster: (seq it
+        # reflects, {task: (tried, improved)}), built on lookup.
+        self._coverage: dict[str, tuple[int, dict[str, tuple[frozenset[str], frozenset[str]]]]] = {}
 
     # -- building ------------------------------------------------------------
 
@@ -551,6 +565,61 @@ class ReasoningGraph:
                                    arch=a["arch"], steps=self._path(node)))
                 if len(out) == k:
                     break
+        return out
+
+    def technique_coverage(self, family: str, *, exclude_task: str | None = None,
+                           profile_state: str | None = None) -> TechniqueCoverage:
+        """On how many of ``family``'s tasks (primary family; ``exclude_task`` left out) each technique
+        was applied in a step from a correct, timed parent (from a parent profiled in
+        ``profile_state``, when given): the steps ``technique_values`` counts as tries, counted once per
+        task however often a task repeated them."""
+        with self._lock:
+            cached = self._coverage.get(family)
+            if cached is None or cached[0] != self.seq:
+                cached = (self.seq, self._stepped_per_task(family))
+                self._coverage[family] = cached
+            per_task = cached[1]
+        tried: dict[str, int] = {}
+        improved: dict[str, int] = {}
+        tasks = 0
+        for (task, state), (techs, faster) in per_task.items():
+            if task == exclude_task or state != profile_state:
+                continue
+            tasks += 1
+            for t in techs:
+                tried[t] = tried.get(t, 0) + 1
+            for t in faster:
+                improved[t] = improved.get(t, 0) + 1
+        return TechniqueCoverage(family=family, tasks=tasks, tried=tried, improved=improved)
+
+    def _stepped_per_task(self, family: str) -> dict[tuple[str, str | None], tuple[frozenset[str], frozenset[str]]]:
+        """{(task, None): (techniques stepped, those that made it faster)}, and the same per profile
+        state of the steps' parents under (task, state)."""
+        fam = f"family:{family}"
+        if fam not in self.g:
+            return {}
+        classes = [u for u, _, key in self.g.in_edges(fam, keys=True) if key == "in-family"]
+        tasks = {u for cls in classes for u, _, key in self.g.in_edges(cls, keys=True) if key == "instance-of"}
+        out = {}
+        for task in tasks:
+            techs: dict[str | None, set[str]] = {}
+            faster: dict[str | None, set[str]] = {}
+            for node, _, key in self.g.in_edges(task, keys=True):
+                if key != "attempt-of":
+                    continue
+                a = self.g.nodes[node]
+                p = self.g.nodes[a["parent"]] if a.get("parent") else None
+                if p is None or p["verdict"] != "correct" or not (p["ms"] or 0) > 0:
+                    continue
+                gain = self.g.edges[a["parent"], node, "derived-from"]["gain"]
+                if a["verdict"] == "correct" and gain is None:
+                    continue  # not comparable (other hardware): not a try, as in _derive
+                for state in {None, p.get("ps")}:
+                    techs.setdefault(state, set()).update(a["step"])
+                    if gain is not None and gain > SUCCESS_GAIN:
+                        faster.setdefault(state, set()).update(a["step"])
+            for state, stepped in techs.items():
+                out[task[5:], state] = (frozenset(stepped), frozenset(faster.get(state, ())))
         return out
 
     def _path(self, node: str) -> list[LineageStep]:

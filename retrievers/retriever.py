@@ -28,7 +28,7 @@ from skillbase.retrievers.lexical import LexicalRetriever
 from skillbase.retrievers.query import Query, build_query
 from skillbase.retrievers.suggest import RULES, default_seed, rank, suggestions, task_memory
 from skillbase.retrievers.tokens import tokenize
-from skillbase.retrievers.values import Posterior
+from skillbase.retrievers.values import Posterior, applicability
 from skillbase.retrievers.vector import DEFAULT_WHERE, VectorRetriever
 
 MODES = ("hybrid", "vector", "lexical", "graph")
@@ -237,13 +237,17 @@ class Retriever:
 
     def _suggest(self, q, info: TaskInfo, attempts, gates, beliefs: dict[str, Posterior], k, seed, rule):
         mem = task_memory(attempts)
-        ranked = rank(beliefs, mem, k=k, seed=default_seed(info.name, attempts, seed), rule=rule)
+        # With a measured profile state, the state's own contexts say what pays on this kernel; a
+        # family-wide share of tasks improved would pull back toward what the family's usual state needed.
+        applies = None if q.profile_state else applicability(self.store.graph, info.family, exclude_task=info.name)
+        ranked = rank(beliefs, mem, k=k, seed=default_seed(info.name, attempts, seed), rule=rule, applies=applies)
         skills_for: dict[str, list[str]] = {}
         for name, s in self.catalog.skills.items():
             for t in s.techniques:
                 skills_for.setdefault(t, []).append(name)
         titles = {t: self.catalog.title(t) for t, *_ in ranked}
-        return suggestions(ranked, titles=titles, skills_for=skills_for, gates=gates, mem=mem, rule=rule)
+        return suggestions(ranked, titles=titles, skills_for=skills_for, gates=gates, mem=mem, rule=rule,
+                           applies=applies)
 
     def _stored_profile(self, attempt: Attempt | None) -> ProfileReport | None:
         if attempt is None:

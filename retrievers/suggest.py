@@ -17,8 +17,12 @@ memory:
 
 The default ranking rule is expected improvement: a technique is applied
 to the best candidate and kept only if it is faster, and once kept it cannot
-pay again on this task, so each try is worth p_ok * E[max(0, g)] with g the
-log-gain one try would measure (posterior plus step noise). Uncertainty still
+pay again on this task, so each try is worth a * p_ok * E[max(0, g)] with g the
+log-gain one try would measure (posterior plus step noise) and a the chance
+the technique pays on this task at all (``values.applicability``: the share
+of the family's measured tasks it made faster, each task counted once).
+Without a, one large gain measured on the one kernel that had the structure
+for it outranks a technique that paid on every other task of the family. Uncertainty still
 earns its option value (a wide posterior can pay a lot and costs at most one
 step), without the within-task exploration a repeated-arm bandit needs.
 Thompson sampling (draw a log-gain from each posterior, scale by the chance
@@ -37,7 +41,7 @@ from dataclasses import dataclass, field
 from skillbase.models import Attempt, Suggestion
 
 from skillbase.retrievers.gate import GateResult
-from skillbase.retrievers.values import NOISE_VAR, Posterior
+from skillbase.retrievers.values import NOISE_VAR, Applicability, Posterior
 
 RULES = ("ei", "thompson", "ucb")
 NOT_A_SPEEDUP = {"roofline-stop", "masking"}  # stopping and correctness, not steps that make a kernel faster
@@ -105,9 +109,11 @@ def rank(
     seed: int,
     rule: str = "ei",
     exclude: set[str] = frozenset(),
+    applies: Applicability | None = None,
 ) -> list[tuple[str, float, Posterior, str]]:
     """(technique, score, task-updated posterior, note) for the ``k`` best
-    candidates under ``rule``."""
+    candidates under ``rule``; ``applies`` (None: every technique alike) scales
+    each try's value by the chance the technique pays on this task."""
     rng = random.Random(seed)
     t_total = sum(mem.tries.values()) + 1
     rows = []
@@ -121,12 +127,14 @@ def rank(
         if verdict == "skip":
             continue
         post = _with_task_evidence(b, mem, name)
+        # Tried on this task already: what that try measured is direct evidence, in the posterior.
+        a = 1.0 if applies is None or name in mem.tries else applies.rate(name)
         if rule == "ei":
-            score = post.p_ok * expected_improvement(post.mean, math.sqrt(post.var + NOISE_VAR))
+            score = a * post.p_ok * expected_improvement(post.mean, math.sqrt(post.var + NOISE_VAR))
         elif rule == "ucb":
-            score = post.p_ok * post.mean + math.sqrt(2 * math.log(t_total + 1)) * post.std
+            score = a * (post.p_ok * post.mean + math.sqrt(2 * math.log(t_total + 1)) * post.std)
         elif rule == "thompson":
-            score = post.p_ok * rng.gauss(post.mean, post.std)
+            score = a * post.p_ok * rng.gauss(post.mean, post.std)
         else:
             raise ValueError(f"unknown rule {rule!r}; one of {RULES}")
         rows.append((name, score, post, note))
@@ -189,13 +197,14 @@ def suggestions(
     gates: dict[str, GateResult],
     mem: TaskMemory,
     rule: str,
+    applies: Applicability | None = None,
 ) -> list[Suggestion]:
     """Suggestion records with their evidence and a one-line why."""
     out = []
     for name, score, post, note in ranked:
         applicable = [s for s in skills_for.get(name, []) if s in gates and gates[s].verdict != "filter"]
         applicable.sort(key=lambda s: -gates[s].factor)
-        why = _why(name, post, note, applicable, gates, mem, rule)
+        why = _why(name, post, note, applicable, gates, mem, rule, applies)
         out.append(Suggestion(
             technique=name, title=titles.get(name, name), score=round(score, 5),
             expected_gain=round(post.expected_gain, 4), uncertainty=round(post.std, 4), tries=post.tries,
@@ -204,7 +213,8 @@ def suggestions(
     return out
 
 
-def _why(name, post: Posterior, note, skills, gates, mem: TaskMemory, rule: str) -> str:
+def _why(name, post: Posterior, note, skills, gates, mem: TaskMemory, rule: str,
+         applies: Applicability | None = None) -> str:
     bits = []
     if post.timed:
         bits.append(f"x{post.expected_gain:.2f} expected from {post.samples} measured steps "
@@ -213,6 +223,8 @@ def _why(name, post: Posterior, note, skills, gates, mem: TaskMemory, rule: str)
         bits.append(f"no measurements yet; skill {skills[0]} applies ({gates[skills[0]].line()})")
     else:
         bits.append("no measurements yet")
+    if applies is not None and applies.line(name):
+        bits.append(applies.line(name))
     if post.std > 0.2:
         bits.append({"thompson": f"uncertain (sd {post.std:.2f} in log-gain), worth exploring",
                      "ucb": f"uncertain (sd {post.std:.2f}), optimistic bound"}.get(

@@ -26,6 +26,16 @@ specific, each level's effect drawn around its parent's with variance
 
 The result per technique is a Normal posterior on the mean log-gain, plus the
 chance an application is correct at all (failures and broken candidates).
+
+Measured gains say what a technique gave where somebody chose to apply it,
+not how often it applies: a rewrite that doubled the one kernel with the
+structure for it says little about the family's next kernel, while a step
+that made nine of ten tasks of a family faster is that family's recipe.
+``applicability`` estimates the chance a technique pays on a new task of the
+query's family from the share of the family's measured tasks it made faster,
+each task counted once however many steps it took, shrunk toward the same
+share over the broader families it belongs to (``APPLY_PRIOR`` pseudo-tasks),
+and toward 1/2 where nothing was measured.
 """
 
 from __future__ import annotations
@@ -34,7 +44,7 @@ import math
 from dataclasses import dataclass
 
 from skillbase.memory.graph import TechniqueValue
-from skillbase.models import FAMILIES
+from skillbase.models import FAMILIES, family_lineage
 
 ROOT_PRIOR = (0.0, 0.09)  # mean, variance of a technique's log-gain before any evidence (sd 0.3: x0.74-x1.35)
 LEVEL_VAR = 0.03  # how far a task class, bottleneck state or arch may stray from its parent context (sd 0.17)
@@ -42,6 +52,59 @@ FAMILY_VAR = 0.15  # how far a family's effect may stray from the all-kernels me
 NOISE_VAR = 0.04  # spread of one measured step around its context's mean (sd 0.2)
 SKILL_PRIOR = (0.10, 0.06)  # an applicable skill: about x1.1, sd 0.25
 GATED_PRIOR = (-0.10, 0.06)  # a skill written for other kernels
+APPLY_PRIOR = 2.0  # pseudo-tasks of the broader families' share behind a family's own count
+
+
+@dataclass
+class Applicability:
+    """The chance a technique pays on a new task of a family, from the tasks before it."""
+
+    rates: dict[str, float]
+    default: float = 0.5  # a technique that made none of the tasks counted faster
+    tasks: int = 0  # tasks of the family itself that were counted
+    improved: dict[str, int] | None = None  # per technique, how many of those it made faster
+
+    def rate(self, technique: str) -> float:
+        return self.rates.get(technique, self.default)
+
+    def line(self, technique: str) -> str:
+        """'faster on 3 of the family's 4 measured tasks', or '' with no task of the family counted."""
+        if not self.tasks:
+            return ""
+        n = (self.improved or {}).get(technique, 0)
+        return f"faster on {n} of the family's {self.tasks} measured tasks"
+
+
+def applicability(graph, family: str | None, *, exclude_task: str | None = None,
+                  profile_state: str | None = None) -> Applicability:
+    """Per technique, the chance it pays on a new task of ``family``: the share of measured tasks it
+    made faster, the broader families' tasks first (pooled), then the family's own, each level a
+    Beta prior of ``APPLY_PRIOR`` pseudo-tasks centred on the level above (1/2 at the top), as
+    ``_p_ok`` does for correctness. Every technique gets the same rate where no task of the lineage
+    was measured, so the ranking is then the posterior's alone. With a measured ``profile_state``, the
+    family's tasks whose steps started from a kernel in that state are one level further."""
+    lineage = family_lineage(family)
+    if not lineage:
+        return Applicability({})
+    levels = []
+    for fams, state in [(lineage[1:], None), (lineage[:1], None)] + ([(lineage[:1], profile_state)]
+                                                                      if profile_state else []):
+        tasks, improved = 0, {}
+        for f in fams:
+            cov = graph.technique_coverage(f, exclude_task=exclude_task, profile_state=state)
+            tasks += cov.tasks
+            for t, n in cov.improved.items():
+                improved[t] = improved.get(t, 0) + n
+        levels.append((tasks, improved))
+    default, rates = 0.5, {}
+    for tasks, improved in levels:
+        if not tasks:
+            continue
+        rates = {t: (improved.get(t, 0) + APPLY_PRIOR * rates.get(t, default)) / (tasks + APPLY_PRIOR)
+                 for t in set(rates) | set(improved)}
+        default = APPLY_PRIOR * default / (tasks + APPLY_PRIOR)
+    own_tasks, own_improved = levels[1]
+    return Applicability(rates, default, own_tasks, own_improved)
 
 
 @dataclass

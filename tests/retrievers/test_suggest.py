@@ -151,3 +151,91 @@ def test_with_nothing_correct_yet_the_latest_candidates_techniques_count_as_appl
                    source_hash="h", techniques=["im2col", "tensor-cores"], verdict="incorrect",
                    created_at=datetime(2026, 11, 25, tzinfo=timezone.utc))
     assert task_memory([root]).applied == {"im2col", "tensor-cores"}
+
+
+@pytest.fixture(scope="module")
+def recipe_world(tmp_path_factory, embedder):
+    """A family with a recipe: loop-unrolling gained x1.2 on six of its tasks, one rewrite gained x2.0
+    on the seventh (the one kernel that had the structure for it)."""
+    from retriever_factories import lineage, skill
+
+    from skillbase.config import Settings
+    from skillbase.memory.store import Store
+
+    home = tmp_path_factory.mktemp("recipe") / "home"
+    store = Store.open(Settings.from_env(env={}, home=home), embedder=embedder)
+    store.put_skill(skill("unroll-windows", ["loop-unrolling"], families=["pooling"]), author="test", reason="t")
+    attempts = []
+    for i in range(6):
+        attempts += lineage(task_info(f"pool_{i}", "pooling"), [(["loop-unrolling"], 1 / 1.2, "correct")])
+    attempts += lineage(task_info("pool_separable", "pooling"), [(["algebraic-simplification"], 0.5, "correct")])
+    store.record_attempts(attempts)
+    yield store
+    store.close()
+
+
+def test_a_recipe_that_paid_on_six_tasks_beats_one_large_gain_measured_once(recipe_world):
+    from skillbase.retrievers import Retriever
+
+    r = Retriever(recipe_world, recipe_world.settings)
+    try:
+        got = r.suggest(task=task_info("pool_new", "pooling"), attempts=[], k=3)
+        assert got[0].technique == "loop-unrolling", [(s.technique, s.score) for s in got]
+        assert "faster on 6 of the family's 7 measured tasks" in got[0].why
+        rewrite = next(s for s in got if s.technique == "algebraic-simplification")
+        assert "faster on 1 of the family's 7" in rewrite.why
+        # Among the family's own tasks, the task asked about is not counted.
+        own = r.suggest(task=task_info("pool_0", "pooling"), attempts=[], k=3)
+        assert "faster on 5 of the family's 6 measured tasks" in next(
+            s for s in own if s.technique == "loop-unrolling").why
+    finally:
+        r.close()
+
+
+def test_applicability_counts_tasks_once_and_backs_off_to_the_broader_family():
+    from skillbase.memory.graph import TechniqueCoverage
+    from skillbase.retrievers.values import APPLY_PRIOR, applicability
+
+    class Graph:
+        def __init__(self, table):
+            self.table = table
+
+        def technique_coverage(self, family, *, exclude_task=None, profile_state=None):
+            tasks, improved = self.table.get(family, (0, {}))
+            return TechniqueCoverage(family=family, tasks=tasks, tried=improved, improved=improved)
+
+    # Nothing measured in the lineage: every technique alike, the ranking is the posterior's alone.
+    empty = applicability(Graph({}), "argreduce")
+    assert empty.rate("autotuning") == empty.rate("split-k") == 0.5
+    # Only the broader family measured: its share, shrunk toward 1/2.
+    broad = applicability(Graph({"reduction": (4, {"autotuning": 4})}), "argreduce")
+    assert broad.rate("autotuning") == pytest.approx((4 + APPLY_PRIOR * 0.5) / (4 + APPLY_PRIOR))
+    assert broad.rate("split-k") == pytest.approx(APPLY_PRIOR * 0.5 / (4 + APPLY_PRIOR))
+    # The family's own tasks, centred on the broader share.
+    own = applicability(Graph({"reduction": (4, {"autotuning": 4}), "argreduce": (2, {"split-k": 2})}), "argreduce")
+    assert own.rate("split-k") > own.rate("autotuning") > own.rate("vectorized-access")
+    assert own.line("split-k") == "faster on 2 of the family's 2 measured tasks"
+
+
+def test_with_a_profile_state_the_family_share_is_not_applied(recipe_world):
+    # A measured state says what pays on this kernel; the family-wide share of tasks improved would pull
+    # the ranking back toward what the family's usual state needed.
+    from skillbase.models import KernelProfile, ProfileReport
+    from skillbase.retrievers import Retriever
+    from skillbase.toolchain import diagnose
+
+    k = KernelProfile(name="pool_new_kernel", duration_us=500.0, dram_pct=92.0, sm_pct=20.0,
+                      achieved_occupancy_pct=70.0)
+    findings, state = diagnose.diagnose([k])
+    profile = ProfileReport(task="pool_new", solution_hash="0", device="cuda:0", available=True, kernels=[k],
+                            findings=findings, state=state, metrics=k.metrics(),
+                            diagnosis=diagnose.summary(findings, state), techniques=diagnose.techniques_of(findings, state))
+    assert state
+    r = Retriever(recipe_world, recipe_world.settings)
+    try:
+        without = r.suggest(task=task_info("pool_new", "pooling"), attempts=[], k=3)
+        assert any("measured tasks" in s.why for s in without)
+        with_state = r.suggest(task=task_info("pool_new", "pooling"), attempts=[], k=3, profile=profile)
+        assert not any("measured tasks" in s.why for s in with_state), [s.why for s in with_state]
+    finally:
+        r.close()
