@@ -5,6 +5,7 @@
     nice -n 10 python benchmarks/mcp_load.py --clients 16 --chroma server             # chroma in server mode
     python benchmarks/mcp_load.py --home /path/to/store --clients 1 --calls 60        # a copy of a big store
     python benchmarks/mcp_load.py --clients 16 --profile /tmp/prof                    # py-spy the server
+    python benchmarks/mcp_load.py --clients 16 --profile /tmp/prof --profile-cpu --profile-clients  # and the clients
 
 The server is the real one, started as a subprocess (``python -m skillbase serve --transport
 http`` with a bearer token, on a loopback port) over a seeded store (a fresh one, or a copy of
@@ -19,16 +20,20 @@ GIL, started together behind a barrier after every session is initialized. Each 
 
 Reported per tool: latency p50/p95/p99 (client round trip, time.perf_counter around call_tool)
 and the server's in-tool time (``_meta['skillbase/work_ms']``); throughput (calls answered / wall
-seconds from the barrier to the last answer); errors; records written (ids answered) versus found
-in the ledger afterwards (by session) and duplicates (same lesson text stored twice). Alongside the
-load, a probe in the parent process records a lesson with a unique phrase through one session and
-polls recall through another until the lesson comes back: the cross-client visibility delay.
+seconds from the barrier to the last answer); CPU per answered call of the server (by thread role,
+from /proc: event loop, tool threads, index follower, chroma's native threads) and of the client
+processes (uvloop when installed, ``--loop``); the load average around the run; errors; records
+written (ids answered) versus found in the ledger afterwards (by session) and duplicates (same
+lesson text stored twice). Alongside the load, a probe in the parent process records a lesson
+with a unique phrase through one session and polls recall through another until the lesson comes
+back: the cross-client visibility delay.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import json
 import multiprocessing as mp
 import os
@@ -122,18 +127,19 @@ def start_server(home: Path, port: int, chroma_url: str | None, log_path: Path) 
     return proc
 
 
-def attach_py_spy(pid: int, out_dir: Path, cpu: bool = False) -> subprocess.Popen:
-    """py-spy sampling every thread of the warmed-up server until stopped: the profile covers
-    the load only, not the server's start. Wall clock (waiting threads too) by default; with
-    ``cpu``, only threads running on a CPU (where the server's CPU time goes)."""
+def attach_py_spy(pid: int, out_dir: Path, cpu: bool = False, name: str = "server") -> subprocess.Popen:
+    """py-spy sampling every thread of a warmed-up process until stopped: the profile covers
+    the load only, not the process's start. Wall clock (waiting threads too) by default; with
+    ``cpu``, only threads running on a CPU (where the process's CPU time goes)."""
     spy = Path(sys.executable).parent / "py-spy"
-    name = "server.cpu.pyspy.txt" if cpu else "server.pyspy.txt"
+    out = out_dir / (f"{name}.cpu.pyspy.txt" if cpu else f"{name}.pyspy.txt")
+    log = out_dir / f"py-spy.{name}.log"
     proc = subprocess.Popen([str(spy), "record", "--pid", str(pid), *([] if cpu else ["--idle"]), "--threads",
-                             "--rate", "200", "--format", "raw", "--nonblocking", "-o", str(out_dir / name)],
-                            stdout=open(out_dir / "py-spy.log", "wb"), stderr=subprocess.STDOUT)
+                             "--rate", "200", "--format", "raw", "--nonblocking", "-o", str(out)],
+                            stdout=open(log, "wb"), stderr=subprocess.STDOUT)
     time.sleep(1.0)
     if proc.poll() is not None:
-        raise SystemExit(f"py-spy could not attach: {(out_dir / 'py-spy.log').read_text()[-1000:]}")
+        raise SystemExit(f"py-spy could not attach: {log.read_text()[-1000:]}")
     return proc
 
 
@@ -218,7 +224,17 @@ async def _client(url: str, client: int, calls: int, mix: tuple[str, ...], label
     return rows
 
 
-def client_group(url: str, clients: list[int], calls: int, mix: tuple[str, ...], label: str, barrier, out) -> None:
+def _run_loop(coro, loop: str):
+    """Run ``coro`` on asyncio's own event loop or on uvloop's (same API, less CPU per call)."""
+    if loop == "uvloop":
+        import uvloop
+
+        return uvloop.run(coro)
+    return asyncio.run(coro)
+
+
+def client_group(url: str, clients: list[int], calls: int, mix: tuple[str, ...], label: str, barrier, out,
+                 loop: str = "asyncio") -> None:
     """One client process: its MCP sessions open, wait at the barrier, then run their calls."""
 
     async def main():
@@ -233,7 +249,8 @@ def client_group(url: str, clients: list[int], calls: int, mix: tuple[str, ...],
             if any(t.done() for t in tasks):
                 break
             await asyncio.sleep(0.05)
-        await asyncio.to_thread(barrier.wait)
+        await asyncio.to_thread(barrier.wait)  # every session is open
+        await asyncio.to_thread(barrier.wait)  # the parent has attached its profilers: go
         cpu0 = time.process_time()
         go.set()
         rows = [r for t in await asyncio.gather(*tasks, return_exceptions=True)
@@ -241,13 +258,68 @@ def client_group(url: str, clients: list[int], calls: int, mix: tuple[str, ...],
                                                           "error": repr(t)[:300], "work_ms": None, "id": None}])]
         return rows, time.process_time() - cpu0
 
-    out.put(asyncio.run(main()))
+    out.put(_run_loop(main(), loop))
 
 
 def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds of a process so far (Linux /proc)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def thread_cpu_seconds(pid: int) -> dict[int, float]:
+    """User + system CPU seconds of every live thread of a process, by native thread id."""
+    out = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the thread ended meanwhile
+            continue
+        out[int(task.name)] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return out
+
+
+def thread_names(pid: int) -> dict[int, str]:
+    """Python thread names by native thread id (``py-spy dump``); empty without py-spy."""
+    spy = Path(sys.executable).parent / "py-spy"
+    if not spy.exists():
+        return {}
+    got = subprocess.run([str(spy), "dump", "--pid", str(pid), "--nonblocking"], capture_output=True, text=True)
+    names = {}
+    for line in got.stdout.splitlines():
+        if line.startswith("Thread ") and '"' in line:
+            tid = line.split()[1]
+            if tid.isdigit():
+                names[int(tid)] = line.split('"')[1]
+    return names
+
+
+def _comm(pid: int, tid: int) -> str:
+    try:
+        return (Path(f"/proc/{pid}/task/{tid}/comm")).read_text().strip()
+    except OSError:
+        return "?"
+
+
+THREAD_ROLES = {"MainThread": "event loop (HTTP, MCP SDK, JSON)", "AnyIO worker thread": "tool calls (worker threads)",
+                "skillbase-index-follower": "index follower (embedding, chroma upsert)"}
+
+
+def server_cpu_by_role(pid: int, cpu0: float, threads0: dict[int, float], calls: int) -> dict:
+    """Server CPU ms per answered call by thread role, from /proc per-thread times since
+    ``threads0`` (process total ``cpu0``); threads that ended during the run are "ended threads"."""
+    after, names = thread_cpu_seconds(pid), thread_names(pid)
+    if not names:
+        return {}
+    roles: dict[str, float] = {}
+    for tid, cpu in after.items():
+        name = names.get(tid)
+        if name is None:  # no Python frames: a library's own thread (chroma's runtime, torch's pool)
+            name = "native: " + _comm(pid, tid)
+        role = THREAD_ROLES.get(name, name)
+        roles[role] = roles.get(role, 0.0) + cpu - threads0.get(tid, 0.0)
+    roles["ended threads"] = max(0.0, cpu_seconds(pid) - cpu0 - sum(roles.values()))
+    return {k: round(1e3 * v / max(1, calls), 2) for k, v in sorted(roles.items(), key=lambda kv: -kv[1])}
 
 
 async def visibility_probe(url: str, label: str, probes: int, gap_s: float, stop_at: float) -> list[dict]:
@@ -314,20 +386,27 @@ def ledger_counts(home: Path, label: str) -> dict:
 
 
 def run_load(url: str, home: Path, n_clients: int, calls: int, mix_name: str, procs: int, probes: int,
-             server_pid: int) -> dict:
-    """N clients x ``calls`` calls against the running server, plus the visibility probe."""
+             server_pid: int, loop: str = "asyncio", profile_clients: Path | None = None,
+             profile_cpu: bool = False) -> dict:
+    """N clients x ``calls`` calls against the running server, plus the visibility probe.
+    ``profile_clients``: py-spy every client process during the load (one raw profile each, there)."""
     mix = MIXES[mix_name]
     label = f"load-{uuid.uuid4().hex[:8]}"
     procs = max(1, min(procs, n_clients))
     groups = [list(range(n_clients))[g::procs] for g in range(procs)]
     ctx = mp.get_context("spawn")
     barrier, out = ctx.Barrier(procs + 1), ctx.Queue()
-    workers = [ctx.Process(target=client_group, args=(url, g, calls, mix, label, barrier, out), daemon=True)
+    workers = [ctx.Process(target=client_group, args=(url, g, calls, mix, label, barrier, out, loop), daemon=True)
                for g in groups]
     for w in workers:
         w.start()
-    barrier.wait(timeout=600)
-    t0, server_cpu0 = time.time(), cpu_seconds(server_pid)
+    barrier.wait(timeout=600)  # every session is open
+    spies = []
+    if profile_clients is not None:
+        spies = [attach_py_spy(w.pid, profile_clients, profile_cpu, name=f"client{i}") for i, w in enumerate(workers)]
+    load_before = os.getloadavg()
+    barrier.wait(timeout=600)  # go
+    t0, server_cpu0, threads0 = time.time(), cpu_seconds(server_pid), thread_cpu_seconds(server_pid)
 
     async def probe_and_collect():
         probe = asyncio.create_task(visibility_probe(url, label, probes, 1.0, stop_at=time.time() + 3600))
@@ -339,8 +418,11 @@ def run_load(url: str, home: Path, n_clients: int, calls: int, mix_name: str, pr
 
     rows, client_cpu, probe = asyncio.run(probe_and_collect())
     server_cpu = cpu_seconds(server_pid) - server_cpu0
+    by_role = server_cpu_by_role(server_pid, server_cpu0, threads0, len([r for r in rows if r["error"] is None]))
     for w in workers:
         w.join(30)
+    for spy in spies:
+        stop(spy)
     wall = max(r["end"] for r in rows) - t0
     stored = ledger_counts(home, label)
     answered = [r for r in rows if r["error"] is None]
@@ -357,6 +439,8 @@ def run_load(url: str, home: Path, n_clients: int, calls: int, mix_name: str, pr
     delays = [p["visible_after_s"] for p in probe if p.get("visible_after_s") is not None]
     return {
         "clients": n_clients, "calls_per_client": calls, "mix": list(mix), "client_processes": procs,
+        "client_event_loop": loop, "load_average_before": [round(x, 2) for x in load_before],
+        "load_average_after": [round(x, 2) for x in os.getloadavg()],
         "calls": len(rows), "answered": len(answered), "errors": len(rows) - len(answered),
         "wall_s": round(wall, 2), "throughput_calls_per_s": round(len(answered) / wall, 1),
         # CPU per answered call (process CPU time over the run, the probe's calls included on the
@@ -364,6 +448,7 @@ def run_load(url: str, home: Path, n_clients: int, calls: int, mix_name: str, pr
         "server_cpu_ms_per_call": round(1e3 * server_cpu / max(1, len(answered)), 2),
         "client_cpu_ms_per_call": round(1e3 * client_cpu / max(1, len(answered)), 2),
         "server_cpu_share": round(server_cpu / wall, 2),
+        "server_cpu_ms_per_call_by_thread": by_role,
         "tools": tools,
         "records": {"lessons_written": len(written_lessons), "lessons_found": len(stored["lesson_ids"]),
                     "lessons_lost": len(written_lessons - stored["lesson_ids"]),
@@ -387,9 +472,14 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--probes", type=int, default=5, help="cross-client visibility probes per run (default 5)")
     ap.add_argument("--profile", type=Path, help="run the server under py-spy; write the raw stacks here")
     ap.add_argument("--profile-cpu", action="store_true", help="with --profile: on-CPU samples only")
+    ap.add_argument("--profile-clients", action="store_true",
+                    help="with --profile: py-spy the client processes too (one raw profile each)")
+    ap.add_argument("--loop", choices=("asyncio", "uvloop"), default=None,
+                    help="the client processes' event loop (default: uvloop when installed: less CPU per call)")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = ap.parse_args(argv)
 
+    loop = args.loop or ("uvloop" if importlib.util.find_spec("uvloop") else "asyncio")
     tmp = Path(tempfile.mkdtemp(prefix="skillbase-load-"))
     chroma = None
     try:
@@ -414,7 +504,8 @@ def main(argv: list[str] | None = None) -> dict:
             spy = attach_py_spy(server.pid, args.profile, args.profile_cpu) if args.profile else None
             try:
                 for n in [int(x) for x in args.clients.split(",")]:
-                    r = run_load(url, home, n, args.calls, args.mix, args.procs, args.probes, server.pid)
+                    r = run_load(url, home, n, args.calls, args.mix, args.procs, args.probes, server.pid, loop,
+                                 args.profile if args.profile and args.profile_clients else None, args.profile_cpu)
                     runs.append(r)
                     _print(r)
             finally:
@@ -426,8 +517,9 @@ def main(argv: list[str] | None = None) -> dict:
             "benchmark": "mcp_load", "transport": "streamable HTTP with a bearer token", "chroma": args.chroma,
             "store": str(args.home) if args.home else "fresh, seeded by skillbase init",
             "method": "real `skillbase serve --transport http` subprocess; N MCP SDK Client sessions over "
-                      f"{args.procs} client processes, released together by a barrier; latency = perf_counter "
-                      "around call_tool; throughput = answered calls / seconds from the barrier to the last answer; "
+                      f"{args.procs} client processes ({loop} event loop), released together by a barrier; "
+                      "latency = perf_counter around call_tool; throughput = answered calls / seconds from the "
+                      "barrier to the last answer; "
                       "records counted in the ledger by session afterwards",
             "runs": runs,
             "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version(),

@@ -77,6 +77,12 @@ def _progress_relay(ctx: Context) -> Progress:
     return relay
 
 
+# Lookups by key in the ledger or the skill catalog: under a millisecond of work, never a search or the
+# model. They get threads of their own so they never queue behind searches and writes.
+QUICK_TOOLS = frozenset({"attempt_history", "get_skill", "load_task"})
+QUICK_THREADS = 2
+
+
 def tool_threads() -> int:
     """Threads that run quick tool calls at once (SKILLBASE_TOOL_THREADS; default twice the
     cores, at least 4). More only interleave on the GIL: under load every call gets slower
@@ -84,27 +90,52 @@ def tool_threads() -> int:
     return int(os.environ.get("SKILLBASE_TOOL_THREADS") or max(4, 2 * (os.cpu_count() or 2)))
 
 
-# Per client (by the name and version it gave at initialize), the ledger positions of its writes:
-# each tool call runs in a context of its own, and a client's later calls must see what its earlier
-# ones wrote (record_lesson, then recall). mcp 2.x gives no per-connection object that lasts, so
-# clients that share a name share this (they wait for each other's fresh writes, never miss their own).
-_CLIENT_WRITES: dict[str, dict[str, int]] = {}
-_CLIENT_WRITES_MAX = 4096
+# Per caller, the ledger positions of its writes: each tool call runs in a context of its own, and a
+# caller's later calls must see what its earlier ones wrote (record_lesson, then recall). A caller is
+# the client's name on its connection: over HTTP the MCP session (Mcp-Session-Id) when the client
+# keeps one, else the TCP connection (the 2026-07-28 protocol has no session; an SDK client sends its
+# calls over one kept-alive connection); over stdio the one client of the process. Callers wait only
+# for their own fresh writes; everyone else's appear within the store's 1 s bound.
+_CALLERS_MAX = 4096
 
 
-def _writes_of(ctx: Context) -> dict[str, int]:
-    """The write positions of this call's client."""
+def caller_key(ctx: Context) -> str:
+    """Who is calling, for read-your-writes: the client's name and, over HTTP, its session or connection."""
     name = _client_name(ctx)
-    if name not in _CLIENT_WRITES and len(_CLIENT_WRITES) >= _CLIENT_WRITES_MAX:
-        _CLIENT_WRITES.pop(next(iter(_CLIENT_WRITES)))
-    return _CLIENT_WRITES.setdefault(name, {})
+    try:
+        request = ctx.request_context.request
+    except Exception:  # no request context (in-process calls)
+        request = None
+    if request is None:
+        return name
+    headers = getattr(request, "headers", None) or {}
+    session = headers.get("mcp-session-id")
+    if session:
+        return f"{name} session {session}"
+    peer = getattr(request, "client", None)
+    return f"{name} at {peer.host}:{peer.port}" if peer else name
 
 
-def _tool(spec: ToolSpec, sb: skillbase.SkillBase, workspace: Path, limiter=None) -> Tool:
+def _writes_of(ctx: Context, callers: dict[str, dict[str, int]]) -> dict[str, int]:
+    """The write positions of this call's caller (the least recently seen is forgotten past _CALLERS_MAX)."""
+    key = caller_key(ctx)
+    seen = callers.pop(key, None)
+    if seen is None:
+        seen = {}
+        if len(callers) >= _CALLERS_MAX:
+            callers.pop(next(iter(callers)))
+    callers[key] = seen
+    return seen
+
+
+def _tool(spec: ToolSpec, sb: skillbase.SkillBase, workspace: Path, limiter=None,
+          callers: dict[str, dict[str, int]] | None = None) -> Tool:
+    callers = {} if callers is None else callers
+
     async def handler(arguments: dict, ctx: Context) -> CallToolResult:
         call = CallContext(progress=_progress_relay(ctx) if spec.long_running else None,
                            agent=_client_name(ctx), workspace=workspace)
-        seen = _writes_of(ctx)
+        seen = _writes_of(ctx, callers)
 
         def work():
             start = time.perf_counter()
@@ -159,7 +190,8 @@ def build_server(sb: skillbase.SkillBase, *, workspace: str | Path | None = None
     root = Path(workspace or Path.cwd()).resolve()
 
     warmed = threading.Event()
-    limiter = anyio.CapacityLimiter(tool_threads())
+    limiter, quick = anyio.CapacityLimiter(tool_threads()), anyio.CapacityLimiter(QUICK_THREADS)
+    callers: dict[str, dict[str, int]] = {}  # read-your-writes, per caller (caller_key)
 
     @asynccontextmanager
     async def lifespan(_server: MCPServer) -> AsyncIterator[None]:
@@ -169,9 +201,9 @@ def build_server(sb: skillbase.SkillBase, *, workspace: str | Path | None = None
             threading.Thread(target=_warm, args=(sb,), name="skillbase-warm-up", daemon=True).start()
         yield
 
+    tools = [_tool(spec, sb, root, quick if spec.name in QUICK_TOOLS else limiter, callers) for spec in TOOLS]
     server = MCPServer("skillbase", title="skillbase", version=__version__, instructions=INSTRUCTIONS,
-                       log_level="WARNING", tools=[_tool(spec, sb, root, limiter) for spec in TOOLS],
-                       lifespan=lifespan)
+                       log_level="WARNING", tools=tools, lifespan=lifespan)
     _add_resources(server, sb)
     server.prompt(name="optimize-kernel", title="Optimize a GPU kernel",
                   description="Walks you through one optimization loop on a task: load, recall, write, compile, "

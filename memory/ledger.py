@@ -454,6 +454,14 @@ class Ledger:
             out.update({r[0]: self._attempt_from_row(r[1], r[2]) for r in rows})
         return [out[i] for i in ids if i in out]
 
+    def existing_attempt_ids(self, ids: Iterable[str]) -> set[str]:
+        """Which of ``ids`` the ledger holds: an index lookup, without reading the attempts."""
+        found: set[str] = set()
+        for chunk in _chunks(list(dict.fromkeys(ids)), 500):
+            rows = self._query(f"SELECT id FROM attempts WHERE id IN ({','.join('?' * len(chunk))})", chunk)
+            found.update(r[0] for r in rows)
+        return found
+
     def list_attempts(
         self,
         *,

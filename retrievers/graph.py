@@ -126,7 +126,7 @@ class GraphRetriever:
     def _measured(self, skills: dict) -> set[str]:
         """The skills' evidence attempts that the store holds (their steps are in the graph)."""
         ids = sorted({e.attempt_id for s in skills.values() for e in s.evidence if e.attempt_id})
-        return {a.id for a in self.store.ledger.get_attempts(ids)} if ids else set()
+        return self.store.ledger.existing_attempt_ids(ids) if ids else set()
 
     def gates(self, q: Query) -> dict[str, GateResult]:
         """The gate's verdict on every skill for this query."""

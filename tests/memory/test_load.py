@@ -128,3 +128,17 @@ def test_another_callers_lesson_is_found_within_a_second_and_searches_do_not_wai
     # The writer's own search never misses its write, whatever the follower is doing.
     own = writer.run(store.record_experience, lesson(text + " (again)"))
     assert own.id in {h.id for h in writer.run(store.search, "experiences", text + " (again)", k=3)}
+
+
+def test_which_attempts_exist_is_answered_from_ids_alone(embedded_settings, open_store):
+    # recall checks every skill's evidence ids on each call: an index lookup, never a read of the attempts
+    from memory_factories import attempt
+
+    store = open_store(embedded_settings())
+    held = [a.id for a in store.record_attempts([attempt(i) for i in range(3)])]
+    missing = [f"att_{i:012x}_00000000" for i in range(700)]  # past one 500-id chunk
+    ids = [held[0], *missing[:350], held[1], held[1], *missing[350:], held[2]]
+    assert store.ledger.existing_attempt_ids(ids) == set(held)
+    assert store.ledger.existing_attempt_ids(missing) == set()
+    assert store.ledger.existing_attempt_ids([]) == set()
+    assert {a.id for a in store.ledger.get_attempts(ids)} == store.ledger.existing_attempt_ids(ids)

@@ -3,14 +3,10 @@ non-loopback address without a token. The server runs under uvicorn on a loopbac
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
 
 import anyio
 import httpx
 import pytest
-import uvicorn
 from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
@@ -20,16 +16,12 @@ from skillbase.mcp_server.server import build_server
 from skillbase.config import Settings
 from skillbase.errors import ConfigError
 
+from .servers import free_port, running
+
 TOKEN = "test-token-0123456789abcdef"
 INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
     "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}}
 ACCEPT = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -37,18 +29,9 @@ def url(module_home):
     from skillbase.api import SkillBase
 
     sb = SkillBase(Settings.from_env(env={}, home=module_home))
-    port = _free_port()
-    app = http_app(build_server(sb, warm=False), host="127.0.0.1", port=port, token=TOKEN)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert server.started, "uvicorn did not start"
-    yield f"http://127.0.0.1:{port}/mcp"
-    server.should_exit = True
-    thread.join(10)
+    port = free_port()
+    with running(http_app(build_server(sb, warm=False), host="127.0.0.1", port=port, token=TOKEN), port):
+        yield f"http://127.0.0.1:{port}/mcp"
     sb.close()
 
 

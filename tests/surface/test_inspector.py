@@ -11,14 +11,10 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
-import threading
-import time
 from pathlib import Path
 
 import pytest
-import uvicorn
 from pydantic import BaseModel
 
 from skillbase import seeds
@@ -28,18 +24,13 @@ from skillbase.mcp_server.server import build_server
 from skillbase.tools import TOOLS
 
 from .npm_clients import INSPECTOR_CLI, inspector_cli
+from .servers import free_port, running
 from .transcripts import Call, keep, parse_result, shorten, summarize
 
 TOKEN = "inspector-token-6f0e9d1c2b3a4f5e"
 SESSION = "inspector-e2e"
 LESSON = "The autotuned relu verified under the interpreter; timing it needs a GPU."
 START_TIMEOUT_S = 30
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture
@@ -55,21 +46,13 @@ def http_server(inspector, tmp_path, fresh_home):
     from skillbase.api import SkillBase
 
     sb = SkillBase(Settings.from_env(env={"SKILLBASE_TOKEN": TOKEN}, home=fresh_home))
-    port = _free_port()
+    port = free_port()
     work = tmp_path / "work"
     work.mkdir()
     app = http_app(build_server(sb, workspace=work, warm=False), host="127.0.0.1", port=port,
                    token=sb.settings.http_token)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert server.started, "uvicorn did not start"
-    yield f"http://127.0.0.1:{port}/mcp", sb
-    server.should_exit = True
-    thread.join(10)
+    with running(app, port, START_TIMEOUT_S):
+        yield f"http://127.0.0.1:{port}/mcp", sb
     sb.close()
 
 

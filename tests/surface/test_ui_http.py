@@ -4,18 +4,16 @@ foreign Host or a foreign Origin, the UI answers exactly as the MCP endpoint doe
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
 
 import httpx
 import pytest
-import uvicorn
 
 from skillbase.config import Settings
 from skillbase.errors import ConfigError
 from skillbase.mcp_server.http import http_app
 from skillbase.mcp_server.server import build_server
+
+from .servers import free_port, running
 from skillbase.ui import build_app, standalone_app
 
 TOKEN = "ui-test-token-0123456789abcdef"
@@ -25,34 +23,14 @@ MCP_HEADERS = {"accept": "application/json, text/event-stream", "content-type": 
 AUTH = {"authorization": f"Bearer {TOKEN}"}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _serve(app, port: int):
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert server.started, "uvicorn did not start"
-    return server, thread
-
-
 @pytest.fixture(scope="module")
 def servers(ui_sb):
     """(base URL of `serve --transport http`, base URL of `skillbase ui`), both with the token."""
-    p1, p2 = _free_port(), _free_port()
+    p1, p2 = free_port(), free_port()
     both = http_app(build_server(ui_sb, warm=False), host="127.0.0.1", port=p1, token=TOKEN, ui=build_app(ui_sb))
     alone = standalone_app(ui_sb, host="127.0.0.1", port=p2, token=TOKEN)
-    running = [_serve(both, p1), _serve(alone, p2)]
-    yield f"http://127.0.0.1:{p1}", f"http://127.0.0.1:{p2}"
-    for server, thread in running:
-        server.should_exit = True
-        thread.join(10)
+    with running(both, p1), running(alone, p2):
+        yield f"http://127.0.0.1:{p1}", f"http://127.0.0.1:{p2}"
 
 
 def _mcp(base: str, **headers) -> httpx.Response:
