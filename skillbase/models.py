@@ -416,7 +416,10 @@ class BenchReport(Record):
                                           "wall clock), ms: 'candidate', 'eager', 'torch_compile'")
     phases_s: dict[str, float] = Field(
         default_factory=dict, description="wall seconds of the evaluation's phases: 'build' (CUDA C++ extension "
-                                          "builds), 'to_timing' (request start to the first timed call), 'total'")
+                                          "builds), 'to_timing' (request start to the first timed call), 'total'; "
+                                          "and in order: 'reference', 'baselines', 'load_and_build', 'trials', "
+                                          "'inputs_rewritten', 'wider_inputs', 'checks_and_extra_shapes', "
+                                          "'profiled_checks', 'timing'")
     baselines: dict[str, TimingStats] = Field(default_factory=dict, description="'eager', 'torch_compile'")
     speedup_vs_eager: float | None = None
     speedup_vs_compile: float | None = None

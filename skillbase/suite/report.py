@@ -39,6 +39,7 @@ def row_of(item: Item, report: BenchReport, run_dir: Path, attempt_id: str | Non
         "pct_sol": report.roofline.pct_sol if report.roofline else None,
         "hardware": report.hardware.name, "device": report.device, "wall_s": round(report.wall_s, 3),
         "eval_s": (report.phases_s or {}).get("total"),
+        "phases_s": report.phases_s or {},
         "resumed": resumed, "attempt_id": attempt_id, "notes": report.notes,
     }
 

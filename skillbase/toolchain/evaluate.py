@@ -95,6 +95,7 @@ class Evaluation:
     busiest: tuple[int | None, float] = (None, 0.0)  # profiled call's busiest stream and its GPU ms
     _profile_again: Callable[[], Any] | None = None  # profiles the same call once more
     started: float = field(default_factory=time.perf_counter)
+    mark: float | None = None  # the last phase mark (``phase``); None: the start
 
     # ------------------------------------------------------------------ setup
 
@@ -484,6 +485,14 @@ class Evaluation:
 
     # -------------------------------------------------------------- the whole
 
+    def phase(self, name: str) -> None:
+        """Book the wall time since the last phase mark under ``name`` in the result's ``phases_s``
+        (what a slow evaluation spent its time on: trials, the widened inputs, checks, timing)."""
+        now = time.perf_counter()
+        phases = self.result.setdefault("phases_s", {})
+        phases[name] = round(phases.get(name, 0.0) + now - (self.mark or self.started), 4)
+        self.mark = now
+
     def run(self) -> dict:
         """The whole evaluation; raises Stop to end early with a verdict."""
         req, torch = self.req, self.torch
@@ -494,8 +503,10 @@ class Evaluation:
             raise Stop("invalid", f"task problem: {e.message}")
         result = self.result
         self.warm_reference(tm)
+        self.phase("reference")
         if self.env.kind == "cuda" and self.req.get("timing") and self.req.get("baselines"):
             result.update(self.measure_baselines(tm))
+            self.mark = time.perf_counter()  # booked as "baselines" by measure_baselines
         module = self.load_solution()
         reason = guards.mro_reference(module.ModelNew, tm.Model)
         if reason:
@@ -506,6 +517,7 @@ class Evaluation:
             raise Stop("rejected", f"rejected by {first.name}: {first.detail}")
         defined = static.kernel_names(self.source)
         ref_model, new_model = self.build(tm, module.ModelNew)
+        self.phase("load_and_build")
         out_bytes = [int(b) for b in req.get("output_bytes", [])]
         n = int(req.get("trials", 5))
         for i in range(n):
@@ -515,10 +527,13 @@ class Evaluation:
             self.add_trial(self.trial(tm, ref_model, new_model, instrument=(i == n - 1), out_bytes=out_bytes))
         self.shapes.append(shape_globals(tm))
         self.stale_across_trials()
+        self.phase("trials")
         self.progress(0.5, "rewriting the inputs in place")
         self.rewrite_inputs_in_place(tm, ref_model, new_model)
+        self.phase("inputs_rewritten")
         self.progress(0.52, "inputs drawn more widely than the task draws them")
         self.wider_inputs(tm, ref_model, new_model)
+        self.phase("wider_inputs")
         self.progress(0.55, "kernel checks")
         launched = self.kernel_checks(defined)
         main_inputs = self.trials[-1].inputs
@@ -526,14 +541,18 @@ class Evaluation:
             self.progress(0.5, f"extra shape {shape}")
             self.extra_shape(shape, module.ModelNew)
         self.finish_correctness_checks()
+        self.phase("checks_and_extra_shapes")
         result["custom_kernels"] = launched
         if self.env.kind == "cuda" and not self.book.first_failure():
             result["custom_kernels"] = self.gpu_profile_checks(new_model, main_inputs, defined, launched)
+            self.phase("profiled_checks")
         verdict, message = self.verdict()
         if verdict == "correct" and self.env.kind == "cuda" and req.get("timing"):
+            self.mark = time.perf_counter()
             result.update(self.time_all(tm, ref_model, new_model, main_inputs))
             self.check_integrity("timing")
             self.check_work_inside_timing(result["timing"]["median_ms"])
+            self.phase("timing")
             verdict, message = self.verdict()
         result.update(verdict=verdict, message=message, correctness=self.report().model_dump())
         return result

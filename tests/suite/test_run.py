@@ -200,6 +200,7 @@ def test_a_killed_run_resumes_with_identical_results_and_records_nothing_twice(t
     rows = {x["name"]: x for x in report["rows"]}
     assert all(x["verdict"] == "correct" for x in rows.values())
     assert sum(x["resumed"] for x in rows.values()) == len(finished_before)
+    assert all("trials" in x["phases_s"] and "wider_inputs" in x["phases_s"] for x in rows.values())
     for name, text in finished_before.items():  # what was finished is read back, not redone
         assert (results / name).read_text() == text
     attempts = attempts_of(home, "campaign")
