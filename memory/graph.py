@@ -567,12 +567,10 @@ class ReasoningGraph:
                     break
         return out
 
-    def technique_coverage(self, family: str, *, exclude_task: str | None = None,
-                           profile_state: str | None = None) -> TechniqueCoverage:
+    def technique_coverage(self, family: str, *, exclude_task: str | None = None) -> TechniqueCoverage:
         """On how many of ``family``'s tasks (primary family; ``exclude_task`` left out) each technique
-        was applied in a step from a correct, timed parent (from a parent profiled in
-        ``profile_state``, when given): the steps ``technique_values`` counts as tries, counted once per
-        task however often a task repeated them."""
+        was applied in a step from a correct, timed parent: the steps ``technique_values`` counts as
+        tries, counted once per task however often a task repeated them."""
         with self._lock:
             cached = self._coverage.get(family)
             if cached is None or cached[0] != self.seq:
@@ -582,8 +580,8 @@ class ReasoningGraph:
         tried: dict[str, int] = {}
         improved: dict[str, int] = {}
         tasks = 0
-        for (task, state), (techs, faster) in per_task.items():
-            if task == exclude_task or state != profile_state:
+        for task, (techs, faster) in per_task.items():
+            if task == exclude_task:
                 continue
             tasks += 1
             for t in techs:
@@ -592,9 +590,8 @@ class ReasoningGraph:
                 improved[t] = improved.get(t, 0) + 1
         return TechniqueCoverage(family=family, tasks=tasks, tried=tried, improved=improved)
 
-    def _stepped_per_task(self, family: str) -> dict[tuple[str, str | None], tuple[frozenset[str], frozenset[str]]]:
-        """{(task, None): (techniques stepped, those that made it faster)}, and the same per profile
-        state of the steps' parents under (task, state)."""
+    def _stepped_per_task(self, family: str) -> dict[str, tuple[frozenset[str], frozenset[str]]]:
+        """{task: (techniques its steps applied, those of them that made it faster)}."""
         fam = f"family:{family}"
         if fam not in self.g:
             return {}
@@ -602,8 +599,8 @@ class ReasoningGraph:
         tasks = {u for cls in classes for u, _, key in self.g.in_edges(cls, keys=True) if key == "instance-of"}
         out = {}
         for task in tasks:
-            techs: dict[str | None, set[str]] = {}
-            faster: dict[str | None, set[str]] = {}
+            stepped: set[str] = set()
+            faster: set[str] = set()
             for node, _, key in self.g.in_edges(task, keys=True):
                 if key != "attempt-of":
                     continue
@@ -614,12 +611,11 @@ class ReasoningGraph:
                 gain = self.g.edges[a["parent"], node, "derived-from"]["gain"]
                 if a["verdict"] == "correct" and gain is None:
                     continue  # not comparable (other hardware): not a try, as in _derive
-                for state in {None, p.get("ps")}:
-                    techs.setdefault(state, set()).update(a["step"])
-                    if gain is not None and gain > SUCCESS_GAIN:
-                        faster.setdefault(state, set()).update(a["step"])
-            for state, stepped in techs.items():
-                out[task[5:], state] = (frozenset(stepped), frozenset(faster.get(state, ())))
+                stepped.update(a["step"])
+                if gain is not None and gain > SUCCESS_GAIN:
+                    faster.update(a["step"])
+            if stepped:
+                out[task[5:]] = (frozenset(stepped), frozenset(faster))
         return out
 
     def _path(self, node: str) -> list[LineageStep]:

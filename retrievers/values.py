@@ -75,23 +75,21 @@ class Applicability:
         return f"faster on {n} of the family's {self.tasks} measured tasks"
 
 
-def applicability(graph, family: str | None, *, exclude_task: str | None = None,
-                  profile_state: str | None = None) -> Applicability:
+def applicability(graph, family: str | None, *, exclude_task: str | None = None) -> Applicability:
     """Per technique, the chance it pays on a new task of ``family``: the share of measured tasks it
     made faster, the broader families' tasks first (pooled), then the family's own, each level a
     Beta prior of ``APPLY_PRIOR`` pseudo-tasks centred on the level above (1/2 at the top), as
     ``_p_ok`` does for correctness. Every technique gets the same rate where no task of the lineage
-    was measured, so the ranking is then the posterior's alone. With a measured ``profile_state``, the
-    family's tasks whose steps started from a kernel in that state are one level further."""
+    was measured, so the ranking is then the posterior's alone. (Not used with a measured profile
+    state: the retriever then ranks by the state's own contexts.)"""
     lineage = family_lineage(family)
     if not lineage:
         return Applicability({})
     levels = []
-    for fams, state in [(lineage[1:], None), (lineage[:1], None)] + ([(lineage[:1], profile_state)]
-                                                                      if profile_state else []):
+    for fams in (lineage[1:], lineage[:1]):
         tasks, improved = 0, {}
         for f in fams:
-            cov = graph.technique_coverage(f, exclude_task=exclude_task, profile_state=state)
+            cov = graph.technique_coverage(f, exclude_task=exclude_task)
             tasks += cov.tasks
             for t, n in cov.improved.items():
                 improved[t] = improved.get(t, 0) + n

@@ -200,7 +200,7 @@ def test_applicability_counts_tasks_once_and_backs_off_to_the_broader_family():
         def __init__(self, table):
             self.table = table
 
-        def technique_coverage(self, family, *, exclude_task=None, profile_state=None):
+        def technique_coverage(self, family, *, exclude_task=None):
             tasks, improved = self.table.get(family, (0, {}))
             return TechniqueCoverage(family=family, tasks=tasks, tried=improved, improved=improved)
 
