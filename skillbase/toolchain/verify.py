@@ -12,6 +12,28 @@ from dataclasses import dataclass, field
 from typing import Any
 
 CHUNK = 1 << 24  # elements per comparison chunk
+# GPU tensors of at least this many elements are checked by the one-pass Triton kernels of
+# verify_kernels.py (same definitions; a tensor's size alone picks the path, so a tensor is always
+# fingerprinted the same way); smaller ones, CPU tensors and other dtypes by the PyTorch forms below.
+FAST_MIN_NUMEL = 1 << 20
+_fast_broken: list[str] = []  # set once the kernels fail to build or run here: the PyTorch forms take over
+
+
+def _fast(torch, t) -> object | None:
+    """The kernels' module when they should check ``t``, else None."""
+    if _fast_broken or not t.is_cuda or t.numel() < FAST_MIN_NUMEL:
+        return None
+    try:
+        from skillbase.toolchain import verify_kernels
+    except Exception as e:  # noqa: BLE001 - no Triton: the PyTorch forms
+        _fast_broken.append(f"{type(e).__name__}: {e}")
+        return None
+    return verify_kernels if verify_kernels.supports(torch, t) else None
+
+
+def fast_path_status() -> str:
+    """'' while the kernels work; otherwise why the PyTorch forms took over."""
+    return _fast_broken[0] if _fast_broken else ""
 
 # Bytes that unwritten memory holds: the GPU worker fills freed allocator blocks
 # with 0xFF (NaN in every float format); on CPU glibc's MALLOC_PERTURB_=128
@@ -63,14 +85,29 @@ def compare(torch, out, ref, atol: float, rtol: float, poison_byte: int | None) 
     n = o_all.numel()
     c = Comparison(True, numel=n)
     exact = not ref.is_floating_point() and not ref.is_complex()
+    poison = None
+    if poison_byte is not None and ref.element_size() in (2, 4, 8):
+        poison = _poison_value(torch, ref.element_size(), poison_byte)
+    fast = _fast(torch, ref)
+    if fast is not None:
+        try:
+            st = fast.compare_stats(torch, o_all.contiguous(), r_all.contiguous(),
+                                    lambda t: _int_view(torch, t), atol, rtol, poison, exact)
+        except Exception as e:  # noqa: BLE001 - a kernel that cannot build here: the PyTorch form
+            _fast_broken.append(f"{type(e).__name__}: {str(e)[:300]}")
+        else:
+            c.unwritten, c.nonfinite, c.mismatched = st["unwritten"], st["nonfinite"], st["mismatched"]
+            c.max_abs = st["max_abs"]
+            c.worst_index = st["first_bad"] if exact else st["worst_index"]
+            sq_diff, sq_ref = st["sq_diff"], st["sq_ref"]
+            return _conclude(c, n, atol, rtol, sq_diff, sq_ref)
     sq_diff = sq_ref = 0.0
     worst = -1.0
     for s in range(0, n, CHUNK):
         o, r = o_all[s:s + CHUNK], r_all[s:s + CHUNK]
-        if poison_byte is not None and ref.element_size() in (1, 2, 4, 8) and ref.element_size() > 1:
-            pv = _poison_value(torch, ref.element_size(), poison_byte)
+        if poison is not None:
             oi, ri = _int_view(torch, o.contiguous()), _int_view(torch, r.contiguous())
-            c.unwritten += int(((oi == pv) & (ri != pv)).sum().item())
+            c.unwritten += int(((oi == poison) & (ri != poison)).sum().item())
         if exact:
             bad = o != r
             c.mismatched += int(bad.sum().item())
@@ -94,6 +131,10 @@ def compare(torch, out, ref, atol: float, rtol: float, poison_byte: int | None) 
         c.max_abs = max(c.max_abs, m)
         sq_diff += float((diff * diff).sum().item())
         sq_ref += float(torch.where(rfin, rf * rf, torch.zeros_like(rf)).sum().item())
+    return _conclude(c, n, atol, rtol, sq_diff, sq_ref)
+
+
+def _conclude(c: Comparison, n: int, atol: float, rtol: float, sq_diff: float, sq_ref: float) -> Comparison:
     c.rel_norm = (sq_diff ** 0.5) / (sq_ref ** 0.5) if sq_ref > 0 else (0.0 if sq_diff == 0 else float("inf"))
     if c.unwritten:
         c.ok, c.problem = False, f"{c.unwritten} of {n} elements were never written (they still hold the poison pattern)"
@@ -116,6 +157,12 @@ def fingerprint(torch, t) -> tuple:
     bits = _int_view(torch, flat.contiguous())
     if bits is None:
         bits = flat.contiguous().view(torch.uint8)
+    fast = _fast(torch, bits)
+    if fast is not None:
+        try:
+            return (tuple(t.shape), tuple(t.stride()), str(t.dtype), fast.fingerprint_sum(torch, bits))
+        except Exception as e:  # noqa: BLE001 - the PyTorch form below
+            _fast_broken.append(f"{type(e).__name__}: {str(e)[:300]}")
     total = 0
     for s in range(0, bits.numel(), CHUNK):
         chunk = bits[s:s + CHUNK].to(torch.int64)

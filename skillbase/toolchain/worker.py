@@ -73,6 +73,8 @@ def setup(kind: str):
     workdir = Path.cwd()
     device, clock, l2, poison = "cpu", None, None, None
     if kind == "cuda":
+        from skillbase.toolchain import verify_kernels  # noqa: F401  (in the integrity snapshot)
+
         torch.cuda.init()
         torch.cuda.set_device(0)
         torch.empty(1, device="cuda").fill_(0)  # create the context now, not inside a timed call

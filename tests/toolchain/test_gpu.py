@@ -64,3 +64,41 @@ def test_benchmark_many_spreads_over_gpus(toolchain, relu_task, solution):
     jobs = [(relu_task, solution("relu_triton.py")), (relu_task, solution("relu_wrong_dtype.py"))] * 2
     reports = toolchain.benchmark_many(jobs, "cuda")
     assert [r.verdict for r in reports] == ["correct", "incorrect"] * 2
+
+
+def test_verification_kernels_compiled_agree_with_the_pytorch_forms():
+    """The one-pass compare and fingerprint kernels, compiled for this GPU, give what the PyTorch forms give."""
+    import torch
+
+    from skillbase.toolchain import verify
+
+    def both(fn, *a):
+        saved = verify._fast
+        verify._fast = lambda torch, t: None
+        try:
+            slow = fn(*a)
+        finally:
+            verify._fast = saved
+        return fn(*a), slow
+
+    g = torch.Generator(device="cuda").manual_seed(3)
+    n = 3 * verify.FAST_MIN_NUMEL + 17
+    r = torch.randn(n, device="cuda", generator=g)
+    o = r + 1e-4 * torch.randn(n, device="cuda", generator=g)
+    o[[11, n - 1]] = float("nan")
+    o.view(torch.int32)[[5, 2 * verify.FAST_MIN_NUMEL]] = -1
+    for pb in (None, verify.GPU_POISON_BYTE):
+        for atol in (1e-2, 1e-6):
+            fast, slow = both(verify.compare, torch, o, r, atol, 1e-3, pb)
+            assert (fast.ok, fast.mismatched, fast.nonfinite, fast.unwritten, fast.worst_index, fast.max_abs) == \
+                   (slow.ok, slow.mismatched, slow.nonfinite, slow.unwritten, slow.worst_index, slow.max_abs)
+            assert fast.rel_norm == pytest.approx(slow.rel_norm, rel=1e-9)
+    i = torch.randint(-9, 9, (n,), device="cuda", generator=g)
+    j = i.clone()
+    j[[7, n - 2]] += 1
+    fast, slow = both(verify.compare, torch, j, i, 0.0, 0.0, verify.GPU_POISON_BYTE)
+    assert (fast.mismatched, fast.worst_index) == (slow.mismatched, slow.worst_index) == (2, 7)
+    for t in (r, o, i, r.half(), r.bfloat16(), i > 0):
+        fast, slow = both(verify.fingerprint, torch, t)
+        assert fast == slow
+    assert verify.fast_path_status() == ""  # the kernels ran: no fallback was taken
