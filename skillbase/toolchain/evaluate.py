@@ -242,6 +242,9 @@ class Evaluation:
         seed = self.fresh_seed()
         if self.trials:  # poison blocks the size of the latest reference outputs
             out_bytes = self.trials[-1].out_bytes
+            # Only the latest trial's inputs are kept (for the in-place rewrite); drop the previous
+            # ones before drawing, or a 16 GiB input is held twice (with its clone, three times).
+            self.trials[-1].inputs = []
         inputs = self.draw(tm, seed)
         if instrument:
             self.note_constant_inputs(inputs)
@@ -268,6 +271,7 @@ class Evaluation:
             else:
                 ref = ref_model(*ref_inputs)
         self.sync()
+        del ref_inputs  # before the comparison's temporaries
         refs = flatten_tensors(ref)
         self.compare(outs, refs, seed)
         return Trial(seed, shape_globals(tm), inputs,
@@ -525,6 +529,8 @@ class Evaluation:
             # The instrumented call (reference probe, op tracer) is the last one: the first call
             # autotunes, and the instrumentation's host overhead would skew the configs' timings.
             self.add_trial(self.trial(tm, ref_model, new_model, instrument=(i == n - 1), out_bytes=out_bytes))
+            if i == 0:  # the candidate's first call compiles (and autotunes) its kernels
+                self.phase("first_trial")
         self.shapes.append(shape_globals(tm))
         self.stale_across_trials()
         self.phase("trials")

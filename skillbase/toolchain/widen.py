@@ -41,52 +41,66 @@ def forward_names(model_cls: type, n: int) -> list[str]:
     return [names[i] if i < len(names) else f"arg{i}" for i in range(n)]
 
 
-def _fold(torch, w, lo, hi):
-    """Map sign-symmetric values ``w`` into [lo, hi] (either end may be None), keeping their spread."""
+CHUNK = 1 << 26  # elements widened at a time: the masks and temporaries of a 16 GiB input stay at 256 MB
+
+
+def _fold_(c, lo, hi) -> None:
+    """Map sign-symmetric values ``c`` into [lo, hi] (either end may be None), in place, keeping their spread."""
     if lo is not None and hi is not None:
-        return lo + (hi - lo) * torch.sigmoid(w)
-    if lo is not None:
-        return lo + w.abs()
-    if hi is not None:
-        return hi - w.abs()
-    return w
+        c.sigmoid_().mul_(hi - lo).add_(lo)
+    elif lo is not None:
+        c.abs_().add_(lo)
+    elif hi is not None:
+        c.abs_().neg_().add_(hi)
 
 
 def widen(torch, inputs: list, names: list[str], domain: dict[str, Any] | None, seed: int
           ) -> tuple[list, dict[str, str], float]:
     """The widened copy of ``inputs``; per widened input, the distribution it was drawn from; and
-    how many times larger the widened magnitudes are than the drawn ones (at least 1).
+    how many times larger the widened magnitudes are than the drawn ones (at least 1). Each widened
+    entry of ``inputs`` is released from that list as it is replaced (multi-GB inputs are not held
+    twice); the masks work through the draw a chunk at a time.
 
     Rounding errors grow with the magnitude of what is computed, so the comparison's absolute
     tolerance is scaled by that ratio: a dropped branch is wrong by about the value itself, far
     beyond it, while rounding at larger magnitudes stays within it."""
     domain = domain or {}
     out, drawn, ratio = [], {}, 1.0
-    for name, x in zip(names, inputs):
+    for i, (name, x) in enumerate(zip(names, inputs)):
         rule = domain.get(name)
         if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.numel() == 0 or rule == "as_drawn":
             out.append(x)
             continue
-        peak = float(x.detach().abs().max())
+        lo_hi = torch.aminmax(x.detach())  # a reduction: no temporary the input's size
+        peak = max(abs(float(lo_hi.min)), abs(float(lo_hi.max)))
         scale = SCALE * max(1.0, peak)
+        device, dtype, shape = x.device, x.dtype, x.shape
+        inputs[i] = x = None  # the task's draw is not needed past its peak: a 16 GiB input is never held twice
         # Drawn on the input's device: a CPU draw of a multi-GB input takes minutes.
-        gen = torch.Generator(device=x.device).manual_seed(seed + len(out))
-        z = torch.randn(x.shape, generator=gen, dtype=torch.float32, device=x.device)
-        # The draw itself picks which elements become zeros and ties (|z| small has a known
-        # probability), so no second tensor of the input's size is needed.
-        zeros = z.abs() < _Q_ZEROS
-        ties = (z.abs() < _Q_TIES) & ~zeros
-        large = z.abs() > _Q_LARGE
-        w = z.mul_(scale)
-        w[large] *= LARGE
-        del large
-        w[zeros] = 0.0
-        w[ties] = 0.5 * scale
-        del zeros, ties, z
+        gen = torch.Generator(device=device).manual_seed(seed + len(out))
+        w = torch.randn(shape, generator=gen, dtype=torch.float32, device=device)
         lo, hi = (rule if isinstance(rule, (list, tuple)) and len(rule) == 2 else (None, None))
-        w = _fold(torch, w, lo, hi)
-        ratio = max(ratio, float(w.abs().max()) / max(peak, 1e-30))
-        out.append(w.to(device=x.device, dtype=x.dtype))
+        top = torch.zeros((), dtype=torch.float32, device=device)
+        flat = w.view(-1)
+        for s in range(0, flat.numel(), CHUNK):
+            c = flat[s:s + CHUNK]
+            # The draw itself picks which elements become zeros and ties (|z| small has a known
+            # probability), so no second tensor of the input's size is needed.
+            a = c.abs()
+            zeros = a < _Q_ZEROS
+            ties = (a < _Q_TIES) & ~zeros
+            large = a > _Q_LARGE
+            del a
+            c.mul_(scale)
+            c[large] *= LARGE
+            c[zeros] = 0.0
+            c[ties] = 0.5 * scale
+            del zeros, ties, large
+            _fold_(c, lo, hi)
+            top = torch.maximum(top, c.abs().max())
+        ratio = max(ratio, float(top) / max(peak, 1e-30))
+        out.append(w if dtype == torch.float32 else w.to(dtype=dtype))
+        del w, flat
         where = "" if lo is None and hi is None else f" folded into [{lo}, {hi}]"
         drawn[name] = (f"N(0, {scale:g}^2) with its 1% tails x{LARGE:g} (up to about ±{scale * LARGE * 4:g}), "
                        f"{ZEROS:.0%} exact zeros and {TIES:.0%} exact ties{where}")

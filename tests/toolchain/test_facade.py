@@ -21,7 +21,7 @@ def test_cpu_verification_reports_every_check_and_no_timing(toolchain, relu_task
     assert "under the Triton interpreter" in r.message and "µs" not in r.message
     # Where the evaluation's time went, phase by phase, and the phases within the whole.
     phases = r.phases_s
-    assert {"reference", "load_and_build", "trials", "inputs_rewritten", "wider_inputs",
+    assert {"reference", "load_and_build", "first_trial", "trials", "inputs_rewritten", "wider_inputs",
             "checks_and_extra_shapes", "total"} <= phases.keys(), phases
     assert "timing" not in phases and "profiled_checks" not in phases  # the CPU times nothing
     assert all(v >= 0 for v in phases.values())
