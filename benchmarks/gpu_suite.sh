@@ -22,6 +22,7 @@
 #   campaign     the KernelBench campaign's manifests (benchmarks/campaign) on this GPU, no recording:
 #                $OUT/campaign.json, campaign_report.md, gpu_state.tgz (carry it back as .carry/gpu_state.tgz).
 #   suite_scale  12 distinct candidates, cold and warm, on 2 GPUs and on 1 (issue 18 part 4): suite_scale.json.
+#                SCALE_HOME=DIR keeps the last run's store there; the Ray parts then start from it (warm).
 #   kb_agree     our verdicts against KernelBench's eval_kernel_against_ref on the honest kernels and
 #                three honest-but-wrong mutants: kb_agree.json.
 #   kb_adv       KernelBench's own adversarial kernels through the suite: kb_adv.json (KB_EVAL=1: theirs too).
@@ -91,7 +92,7 @@ for part in $PARTS; do
     bench)
       # shellcheck disable=SC2086
       $PY benchmarks/toolchain_bench.py --out "$OUT" --home "$SKILLBASE_HOME" ${TASKS:+--tasks $TASKS} \
-        ${NCU:+--ncu $NCU} 2>&1 | tee "$OUT/bench.log" | grep -v "^\s*$" | tail -80
+        ${NCU:+--ncu $NCU} 2>&1 | tee "$OUT/bench.log" | grep --line-buffered -v "^\s*$" | tail -80
       [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
     tune)
       $PY benchmarks/tune_memory_bound.py --json "$OUT/tune_memory_bound.json" 2>&1 | tee "$OUT/tune_memory_bound.log" ;;
@@ -143,12 +144,15 @@ for part in $PARTS; do
       tail -n 80 "$OUT/campaign_report.md" 2>/dev/null
       save_state ;;
     suite_scale)
-      $PY benchmarks/suite_bench.py scale --gpus "${GPUS:-2}" --json "$OUT/suite_scale.json" 2>&1 | tail -8
+      # SCALE_HOME keeps the one-GPU run's store (baselines, peaks measured) for the Ray parts' warm-up.
+      $PY benchmarks/suite_bench.py scale --gpus "${GPUS:-2}" --json "$OUT/suite_scale.json" \
+        ${SCALE_HOME:+--keep-home "$SCALE_HOME"} 2>&1 | tail -8
       [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
     ray_smoke|ray_scale)
       ensure_ray || { status=2; continue; }
       mode=${part#ray_}
-      $PY benchmarks/ray_bench.py "$mode" --json "$OUT/$part.json" 2>&1 | grep -v "^\s*$" | tee "$OUT/$part.log" | tail -12
+      $PY benchmarks/ray_bench.py "$mode" --json "$OUT/$part.json" ${SCALE_HOME:+--home "$SCALE_HOME"} 2>&1 \
+        | grep --line-buffered -v "^\s*$" | tee "$OUT/$part.log" | tail -12
       [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
     profile)
       $PY benchmarks/profile_bench.py run --out "$OUT" --home "$SKILLBASE_HOME" --time-limit "${PROFILE_LIMIT:-390}" \

@@ -100,13 +100,15 @@ def main() -> None:
             empty = [float(m.group(1)) for r in reports if r.timing
                      for m in [re.search(r"less the ([0-9.]+) µs", r.timing.method)] if m]
             host = [r.host_ms_per_call.get("candidate", 0) * 1e3 for r in reports]
-            ncu = ncu_compare_paths(task, cand, triton_cache=settings.cache_dir / "triton")
+            # Busy mode measures the spread only: ncu's figure does not depend on the other GPU.
+            ncu = {} if args.busy else ncu_compare_paths(task, cand, triton_cache=settings.cache_dir / "triton")
         row = {"task": path.stem, "solution": sol, "verdicts": sorted({r.verdict for r in reports}),
                "device_us": dev, "empty_pair_us": empty,
                "raw_us": [d + e for d, e in zip(dev, empty)] if len(empty) == len(dev) else None, "host_us": host, "max_over_min": max(dev) / min(dev) if dev else None,
                "first_after_cold_us": dev[0] if dev else None, "ncu_us": ncu.get("ncu_us"),
                "ncu_command": ncu.get("command"), "ncu_kernels_per_call": ncu.get("kernels_per_call"),
-               "ncu_kernel_names": ncu.get("kernel_names"), "method": reports[-1].timing.method if reports[-1].timing else None}
+               "ncu_kernel_names": ncu.get("kernel_names"), "method": reports[-1].timing.method if reports[-1].timing else None,
+               "methods": [r.timing.method if r.timing else None for r in reports]}
         if row["ncu_us"] and dev:
             med = statistics.median(dev)
             row["vs_ncu_us"] = med - row["ncu_us"]
@@ -116,6 +118,11 @@ def main() -> None:
               f"max/min {row['max_over_min'] or float('nan'):.3f} first {row['first_after_cold_us'] or 0:7.2f} "
               f"ncu {row['ncu_us'] or float('nan'):7.2f} µs host/call {statistics.median(host) if host else 0:7.2f} µs",
               flush=True)
+        if args.busy:
+            print("    per evaluation (µs): " + " ".join(f"{d:.2f}" for d in dev), flush=True)
+        # Partial results as they come: a call that hits its time limit keeps what it measured.
+        (args.out / ("launch_bound_busy.json" if args.busy else "launch_bound.json")).write_text(
+            json.dumps({"busy_other_gpu": args.busy, "partial": True, "rows": rows}, indent=1))
     stop.set()
     result = {"busy_other_gpu": args.busy, "event_overhead_us": event_overhead_us(),
               "event_overhead_idle_us": event_overhead_us(held=False), "rows": rows}

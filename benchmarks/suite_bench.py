@@ -106,7 +106,11 @@ def scale(args) -> int:
             cold = batch(tc, jobs, workers, cold=True, device=args.device)
             cold["wall_s"] = round(cold["wall_s"] + describe_s, 2)
             warm = batch(tc, jobs, workers, cold=False, device=args.device)
-        shutil.rmtree(home, ignore_errors=True)
+        if args.keep_home and workers == 1:
+            shutil.rmtree(args.keep_home, ignore_errors=True)
+            shutil.move(str(home), str(args.keep_home))
+        else:
+            shutil.rmtree(home, ignore_errors=True)
         for r in (cold, warm):
             out["runs"].append(r)
             print(f"{workers} GPU(s) {'cold' if r['cold'] else 'warm'}: {len(jobs)} candidates in {r['wall_s']:.1f} s "
@@ -202,6 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     sc.add_argument("--candidates", type=int, default=12)
     sc.add_argument("--device", default="cuda", help="cuda, or cpu to try the script without a GPU")
     sc.add_argument("--json", type=Path)
+    sc.add_argument("--keep-home", type=Path, help="keep the one-GPU run's store here (a warm store for later runs)")
     kb = sub.add_parser("kbrun")
     kb.add_argument("--run-dir", type=Path, required=True)
     kb.add_argument("--kernelbench", type=Path)
