@@ -45,13 +45,15 @@ def row_of(item: Item, report: BenchReport, run_dir: Path, attempt_id: str | Non
 
 
 def build(run_dir: Path, rows: list[dict], *, device: str, wall_s: float, recorded: int | None,
-          skipped: dict[str, str] | None = None, left: list[str] | None = None, workers: int | None = None) -> dict:
+          skipped: dict[str, str] | None = None, left: list[str] | None = None, workers: int | None = None,
+          marks: dict[str, float] | None = None) -> dict:
     """The whole report as one JSON-ready dict. ``left``: candidates not evaluated yet (a time limit
-    stopped the run); the report is then marked incomplete."""
+    stopped the run); the report is then marked incomplete. ``marks``: seconds after the run began at
+    which its candidates were prepared, its workers ready and its evaluations done."""
     hardware = sorted({r["hardware"] for r in rows if r["hardware"] != "unknown"})
     return {
         "run": Path(run_dir).resolve().name, "run_dir": str(Path(run_dir).resolve()), "device": device,
-        "hardware": hardware, "workers": workers, "wall_s": round(wall_s, 2),
+        "hardware": hardware, "workers": workers, "wall_s": round(wall_s, 2), "marks_s": dict(marks or {}),
         "complete": not left, "left": list(left or []),
         "evaluated_now": sum(1 for r in rows if not r["resumed"]), "recorded": recorded,
         "not_recorded": skipped or {},
@@ -120,6 +122,8 @@ def markdown(report: dict) -> str:
            + (f", {report['workers']} worker(s)" if report.get("workers") else "") + "); "
            f"{len(report['rows'])} candidates ({report.get('evaluated_now', 0)} evaluated by this call, the rest "
            f"read back) in {report['wall_s']:.1f} s wall clock"
+           + (f" (workers ready at {report['marks_s']['workers_ready_s']:.1f} s)"
+              if "workers_ready_s" in (report.get("marks_s") or {}) else "")
            + (f"; {report['recorded']} recorded as attempts" if report.get("recorded") is not None else "; not recorded")
            + ".", ""]
     if report.get("left"):

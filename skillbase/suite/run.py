@@ -40,7 +40,7 @@ def run_suite(sb, run_dir: Path, *, kernelbench: Path | None = None, levels: set
     report = reports.build(run_dir, rows, device=state.device_kind, wall_s=time.perf_counter() - start,
                            recorded=len(recorded.attempts) if recorded else None,
                            skipped=recorded.skipped if recorded else None, left=state.left,
-                           workers=len(sb.toolchain.worker_names(device, workers)))
+                           workers=len(sb.toolchain.worker_names(device, workers)), marks=state.marks)
     reports.write(run_dir, report)
     return report
 

@@ -53,6 +53,9 @@ class RunState:
     device_kind: str
     outcomes: dict[str, Outcome] = field(default_factory=dict)
     left: list[str] = field(default_factory=list)
+    # Seconds after the run began: candidates prepared (tasks described), workers ready (started,
+    # GPUs described), every evaluation done. What is not evaluation in a run's wall clock.
+    marks: dict[str, float] = field(default_factory=dict)
 
 
 Event = Callable[[str, Outcome], None]
@@ -136,8 +139,13 @@ class SuiteRunner:
         With ``time_limit_s``, no candidate starts after that many seconds; those left are listed in
         ``RunState.left`` and the next call evaluates them. ``on_order(items)`` gets the candidates left
         to evaluate, in the order they are handed to the workers."""
-        deadline = None if time_limit_s is None else time.monotonic() + time_limit_s
+        began = time.monotonic()
+        deadline = None if time_limit_s is None else began + time_limit_s
         state = RunState(self.run_dir, self.kind)
+
+        def mark(name: str) -> None:
+            state.marks[name] = round(time.monotonic() - began, 2)
+
         emit = on_event or (lambda kind, outcome: None)
         todo: list[tuple[Item, str]] = []
         for item in items:
@@ -170,7 +178,9 @@ class SuiteRunner:
                 continue
             pending.append((item, task, Candidate(source=source, language=detect_language(source),
                                                   path=str(item.file)), self.key(task.source_hash, source)))
+        mark("prepared_s")
         warming.join()  # the GPUs' baselines known so far say which candidates take longest
+        mark("workers_ready_s")
         expected = {id(p): self.toolchain.expected_eval_s(p[1], self.device, p[2]) for p in pending}
         pending.sort(key=lambda p: -expected[id(p)])
         if on_order is not None:
@@ -192,6 +202,7 @@ class SuiteRunner:
                                           use_cache=self.use_cache,
                                           should_stop=None if deadline is None else
                                           (lambda: time.monotonic() >= deadline))
+            mark("evaluated_s")
         state.left = [item.name for item, *_ in pending if item.name not in state.outcomes]
         return state
 

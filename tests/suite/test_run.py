@@ -201,6 +201,8 @@ def test_a_killed_run_resumes_with_identical_results_and_records_nothing_twice(t
     assert all(x["verdict"] == "correct" for x in rows.values())
     assert sum(x["resumed"] for x in rows.values()) == len(finished_before)
     assert all("trials" in x["phases_s"] and "wider_inputs" in x["phases_s"] for x in rows.values())
+    marks = report["marks_s"]  # what of the wall clock was not evaluation
+    assert marks["prepared_s"] <= marks["workers_ready_s"] <= marks["evaluated_s"] <= report["wall_s"]
     for name, text in finished_before.items():  # what was finished is read back, not redone
         assert (results / name).read_text() == text
     attempts = attempts_of(home, "campaign")
