@@ -8,7 +8,7 @@
 #   OUT=/tmp/gpu bash benchmarks/gpu_suite.sh                 # everything
 #   PARTS="bench" TASKS="relu row_softmax" bash benchmarks/gpu_suite.sh
 #
-# PARTS: any of env tests bench launch cuda_build diag tune campaign suite_kb suite_scale kb_agree kb_adv ray_smoke
+# PARTS: any of env tests bench launch cuda_build diag tune campaign suite_kb suite_pair suite_scale kb_agree kb_adv ray_smoke
 # ray_scale profile (default: env tests bench). launch: launch-bound timing. cuda_build: a CUDA C++ candidate cold, then in
 # a second process (cuda_build.json). tune: the memory-bound sweep. DIAG: specs for diag. TASKS: built-in task names
 # (default: all). NCU: TASK/SOLUTION specs to compare with Nsight Compute.
@@ -21,6 +21,8 @@
 #                report), suite_kb_report.md, suite_kb_run.tgz (the run directory, for `suite record`).
 #   campaign     the KernelBench campaign's manifests (benchmarks/campaign) on this GPU, no recording:
 #                $OUT/campaign.json, campaign_report.md, gpu_state.tgz (carry it back as .carry/gpu_state.tgz).
+#   suite_pair   the same 100 candidates on one GPU and on all, each fresh and compiled cold, imports warmed first
+#                (issue 15's two-GPU bar; PAIR_ORDER="2 1" runs the other order): suite_pair_{N}gpu.json.
 #   suite_scale  12 distinct candidates, cold and warm, on 2 GPUs and on 1 (issue 18 part 4): suite_scale.json.
 #                SCALE_HOME=DIR keeps the last run's store there; the Ray parts then start from it (warm).
 #   kb_agree     our verdicts against KernelBench's eval_kernel_against_ref on the honest kernels and
@@ -143,6 +145,31 @@ for part in $PARTS; do
       cp .gpu-runs/campaign/skillbase_report.md "$OUT/campaign_report.md" 2>/dev/null
       tail -n 80 "$OUT/campaign_report.md" 2>/dev/null
       save_state ;;
+    suite_pair)
+      # Issue 15's two-GPU bar: the whole level-1 run on one GPU and on all of them, each fresh (results
+      # cleared, Triton's cache removed: every candidate compiles cold), imports warmed first so that
+      # neither pays the machine's cold page cache; PAIR_ORDER (default "1 N") sets which goes first.
+      if [ -z "${KB:-}" ] || [ ! -d "$KB" ]; then echo "$part needs KB=<a KernelBench checkout>" >&2; status=2; continue; fi
+      RUNS=${RUNS:-$PWD/.gpu-runs}; mkdir -p "$RUNS"
+      n=$($PY -c 'import torch; print(torch.cuda.device_count())')
+      $PY -c "import torch, triton, torch._inductor; torch.zeros(1, device='cuda')" || { status=1; continue; }
+      $PY benchmarks/suite_kb.py --kernelbench "$KB" --out "$RUNS/kb_level1" --count "${COUNT:-100}" || { status=1; continue; }
+      for w in ${PAIR_ORDER:-1 $n}; do
+        rm -rf "$SKILLBASE_HOME/cache/triton"
+        $PY benchmarks/suite_bench.py kbrun --run-dir "$RUNS/kb_level1" --kernelbench "$KB" --workers "$w" --fresh \
+          --time-limit "${SUITE_LIMIT:-480}" --json "$OUT/suite_pair_${w}gpu.json" 2>&1 | tail -3
+      done
+      $PY - "$OUT" <<'PYEOF'
+import json, sys
+from pathlib import Path
+runs = {int(p.stem.split("_")[-1][:-3]): json.loads(p.read_text())["summary"] for p in Path(sys.argv[1]).glob("suite_pair_*gpu.json")}
+for w, s in sorted(runs.items()):
+    print(f"{w} GPU(s): {s['candidates']} candidates, complete {s['complete']}, {s['total_wall_s']} s; per candidate {s['eval_s']}")
+if len(runs) == 2 and all(s["complete"] for s in runs.values()):
+    one, many = runs[min(runs)], runs[max(runs)]
+    print(f"{max(runs)} GPUs over 1: {one['total_wall_s'] / many['total_wall_s']:.2f}x (bar 1.8x)")
+PYEOF
+      ;;
     suite_scale)
       # SCALE_HOME keeps the one-GPU run's store (baselines, peaks measured) for the Ray parts' warm-up.
       $PY benchmarks/suite_bench.py scale --gpus "${GPUS:-2}" --json "$OUT/suite_scale.json" \

@@ -30,14 +30,30 @@ def load(tmp_path, source: str) -> dict:
 
 
 @pytest.mark.slow
-def test_a_second_process_loads_the_same_source_without_building(tmp_path):
+def test_compile_kernels_build_is_loaded_by_a_later_process_without_building(tmp_path, monkeypatch):
+    """compile_kernel's full build (on a GPU host) imports the solution through the same content-keyed
+    load_inline as the workers: the evaluation that follows loads the library, it does not build again."""
+    import time
+    from pathlib import Path
+
+    from skillbase.toolchain.compile import CompileJob, full_extension_build
+
     src = "int twice(int x) { return 2 * x; }"
-    first = load(tmp_path, src)
-    second = load(tmp_path, src)
-    assert first["value"] == second["value"] == 42
-    assert second["seconds"] < 5.0 < first["seconds"]
+    solution = tmp_path / "solution.py"
+    solution.write_text("import torch.utils.cpp_extension as ext\n"
+                        f"m = ext.load_inline('sb_probe', cpp_sources={src!r}, functions=['twice'])\n"
+                        "assert m.twice(21) == 42\n")
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "ext"))
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parents[2]))
+    job = CompileJob(solution.read_text(), solution, "solution.py", "sm_90", tmp_path)
+    t = time.perf_counter()
+    ok, log = full_extension_build(job, solution, timeout=300)
+    built_s = time.perf_counter() - t
+    assert ok, log[-2000:]
+    second = load(tmp_path, src)  # another process, as a GPU worker's evaluation would be
+    assert second["value"] == 42 and second["build_s"] < 5.0 < built_s
     folders = [p.name for p in (tmp_path / "ext").iterdir()]
-    assert len(folders) == 1 and folders[0].startswith("sb_probe_")
+    assert len(folders) == 1 and folders[0].startswith("sb_probe_")  # the content-keyed folder, one build
 
 
 def test_the_build_folder_follows_the_content_not_the_name():

@@ -53,6 +53,17 @@ def test_cuda_cpp_candidate_runs_on_gpu(toolchain, relu_task, solution):
     assert any("relu_kernel" in k for k in r.custom_kernels)
 
 
+def test_compile_kernels_cuda_build_is_reused_by_the_benchmark(toolchain, relu_task, solution):
+    """compile_kernel builds the extension on a GPU host; benchmark_kernel then loads it, no second build."""
+    cand = solution("relu_cuda.py")
+    cand = cand.model_copy(update={"source": cand.source.replace("relu_kernel", "relu_kernel_reuse")})
+    compiled = toolchain.compile(relu_task, cand, "sm_90", use_cache=False)
+    assert compiled.ok, compiled.diagnostics
+    r = toolchain.benchmark(relu_task, cand, "cuda", use_cache=False)
+    assert r.verdict == "correct", r.message
+    assert (r.phases_s or {}).get("build", 0.0) < 5.0, r.phases_s
+
+
 def test_illegal_memory_access_costs_one_worker(toolchain, relu_task, solution):
     r = toolchain.benchmark(relu_task, solution("relu_illegal_access.py"), "cuda", use_cache=False)
     assert r.verdict in ("runtime_error", "crashed"), r.message
