@@ -69,7 +69,7 @@ def softmax_wide_kernel(x_ptr, y_ptr, n_cols, x_row_stride, y_row_stride, BLOCK_
     y_row = y_ptr + row * y_row_stride
     cols = tl.arange(0, BLOCK_SIZE)
 
-    # Pass 1, lane-wise online statistics in the log2 domain: lane i sees
+    # Pass 1, lane-wise online statistics: lane i sees
     # columns i, i + BLOCK_SIZE, ... The max starts at a finite -1e30 rather
     # than -inf so that lanes that only ever see padding (-inf) keep sum 0
     # instead of computing -inf - -inf = nan.
@@ -77,14 +77,13 @@ def softmax_wide_kernel(x_ptr, y_ptr, n_cols, x_row_stride, y_row_stride, BLOCK_
     s = tl.zeros([BLOCK_SIZE], tl.float32)
     for start in range(0, n_cols, BLOCK_SIZE):
         x = tl.load(x_row + start + cols, mask=start + cols < n_cols, other=float("-inf"))
-        x = x * 1.4426950408889634
-        d = x - m
-        e = tl.exp2(-tl.abs(d))
+        d = x - m  # exact; scaled to log2 after (x * log2(e) first rounds by an error growing with |x|)
+        e = tl.exp2(-tl.abs(d) * 1.4426950408889634)
         # x above the running max: rescale the old sum and count x as 2^0.
         s = tl.where(d > 0, s * e + 1.0, s + e)
         m = tl.maximum(m, x)
     row_max = tl.max(m, axis=0)
-    inv_sum = 1.0 / tl.sum(s * tl.exp2(m - row_max), axis=0)
+    inv_sum = 1.0 / tl.sum(s * tl.exp2((m - row_max) * 1.4426950408889634), axis=0)
 
     # Pass 2, last chunk first, to reuse what pass 1 left in L2.
     last = tl.cdiv(n_cols, BLOCK_SIZE) - 1
@@ -92,7 +91,7 @@ def softmax_wide_kernel(x_ptr, y_ptr, n_cols, x_row_stride, y_row_stride, BLOCK_
         start = (last - i) * BLOCK_SIZE
         mask = start + cols < n_cols
         x = tl.load(x_row + start + cols, mask=mask, other=float("-inf"), eviction_policy="evict_first")
-        tl.store(y_row + start + cols, tl.exp2(x * 1.4426950408889634 - row_max) * inv_sum, mask=mask)
+        tl.store(y_row + start + cols, tl.exp2((x - row_max) * 1.4426950408889634) * inv_sum, mask=mask)
 
 
 class ModelNew(nn.Module):

@@ -87,11 +87,12 @@ def softmax_coop_kernel(x_ptr, y_ptr, stats_ptr, count_ptr, n_rows, n_cols, x_ro
         else:
             x = tl.load(x_ptr + r * x_row_stride + cols, mask=mask, other=float("-inf"),
                         eviction_policy="evict_first")
-        # Chunk statistics in the log2 domain. The max is floored at a finite -1e30 so that a chunk of
-        # -inf values gets sum 0 instead of exp2(-inf - -inf) = nan.
-        x = x * 1.4426950408889634
+        # Chunk statistics. The max is floored at a finite -1e30 so that a chunk of -inf values gets
+        # sum 0 instead of exp2(-inf - -inf) = nan. The max is taken off before scaling to the log2
+        # domain: x * log2(e) - m rounds x * log2(e) first, an error that grows with |x| (1e-4 relative
+        # at |x| ~ 1600), while x - m is exact where it matters.
         m = tl.maximum(tl.max(x, axis=0), -1e30)
-        e = tl.exp2(x - m)
+        e = tl.exp2((x - m) * 1.4426950408889634)
         tl.store(stats_ptr + r * MAX_CHUNKS + chunk, m)
         tl.store(sums_ptr + r * MAX_CHUNKS + chunk, tl.sum(e, axis=0))
         # Every thread's stores precede the release below; the acquire orders the table reads after it.
@@ -102,7 +103,8 @@ def softmax_coop_kernel(x_ptr, y_ptr, stats_ptr, count_ptr, n_rows, n_cols, x_ro
         ms = tl.load(stats_ptr + r * MAX_CHUNKS + k, mask=k < n_chunks, other=-1e30, cache_modifier=".cg")
         ss = tl.load(sums_ptr + r * MAX_CHUNKS + k, mask=k < n_chunks, other=0.0, cache_modifier=".cg")
         row_max = tl.max(ms, axis=0)
-        scale = tl.exp2(m - row_max) / tl.sum(ss * tl.exp2(ms - row_max), axis=0)
+        scale = tl.exp2((m - row_max) * 1.4426950408889634) / \
+            tl.sum(ss * tl.exp2((ms - row_max) * 1.4426950408889634), axis=0)
         tl.store(y_ptr + r * y_row_stride + cols, e * scale, mask=mask, cache_modifier=".cs")
 
 
@@ -123,25 +125,25 @@ def softmax_wide_kernel(x_ptr, y_ptr, n_cols, x_row_stride, y_row_stride, BLOCK_
     x_row = x_ptr + row * x_row_stride
     y_row = y_ptr + row * y_row_stride
     cols = tl.arange(0, BLOCK_SIZE)
-    # Pass 1, lane-wise online statistics in the log2 domain (see step2_lanewise.py).
+    # Pass 1, lane-wise online statistics (see step2_lanewise.py); maxima kept in x's own domain and
+    # differences scaled to log2 after the subtraction (exact), not before (an error growing with |x|).
     m = tl.full([BLOCK_SIZE], -1e30, tl.float32)
     s = tl.zeros([BLOCK_SIZE], tl.float32)
     for start in range(0, n_cols, BLOCK_SIZE):
         x = tl.load(x_row + start + cols, mask=start + cols < n_cols, other=float("-inf"))
-        x = x * 1.4426950408889634
         d = x - m
-        e = tl.exp2(-tl.abs(d))
+        e = tl.exp2(-tl.abs(d) * 1.4426950408889634)
         s = tl.where(d > 0, s * e + 1.0, s + e)
         m = tl.maximum(m, x)
     row_max = tl.max(m, axis=0)
-    inv_sum = 1.0 / tl.sum(s * tl.exp2(m - row_max), axis=0)
+    inv_sum = 1.0 / tl.sum(s * tl.exp2((m - row_max) * 1.4426950408889634), axis=0)
     # Pass 2, last chunk first, to reuse what pass 1 left in L2.
     last = tl.cdiv(n_cols, BLOCK_SIZE) - 1
     for i in range(0, last + 1):
         start = (last - i) * BLOCK_SIZE
         mask = start + cols < n_cols
         x = tl.load(x_row + start + cols, mask=mask, other=float("-inf"), eviction_policy="evict_first")
-        tl.store(y_row + start + cols, tl.exp2(x * 1.4426950408889634 - row_max) * inv_sum, mask=mask,
+        tl.store(y_row + start + cols, tl.exp2((x - row_max) * 1.4426950408889634) * inv_sum, mask=mask,
                  cache_modifier=".cs")
 
 
