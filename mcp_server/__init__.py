@@ -31,12 +31,16 @@ def serve(transport: Literal["stdio", "http"] = "stdio", *, host: str = "127.0.0
     refused before anything starts. Over HTTP the curation UI (``skillbase.ui``) is served
     under ``/ui`` behind the same token and Host / Origin rules.
     """
-    from skillbase.mcp_server.http import serve_http
+    from skillbase.mcp_server.http import refuse_open_address, serve_http
     from skillbase.mcp_server.server import build_server as build
     from skillbase.api import SkillBase
     from skillbase.config import Settings
 
     settings = settings or Settings.from_env()
+    if transport != "stdio":
+        # Refused before anything starts: the UI's warm-up thread would otherwise be reading the
+        # store while the refusal closes it (a read on a connection being closed crashed the process).
+        refuse_open_address(host, settings.http_token)
     sb = SkillBase(settings)
     try:
         server = build(sb, workspace=workspace)

@@ -94,7 +94,7 @@ class PathDispatch:
         await self.outer(scope, receive, send)
 
 
-def _refuse_open_address(host: str, token: str | None) -> None:
+def refuse_open_address(host: str, token: str | None) -> None:
     if not token and not is_loopback(host):
         raise ConfigError(f"refusing to serve on {host} without a token: anyone who can reach it could run code",
                           hint="set SKILLBASE_TOKEN to a long random string (clients send it as a bearer token), "
@@ -104,7 +104,7 @@ def _refuse_open_address(host: str, token: str | None) -> None:
 def guard_app(app: ASGIApp, *, host: str, port: int, token: str | None, allowed_hosts: list[str] = ()) -> ASGIApp:
     """Any other ASGI app under the rules of the MCP endpoint: refused off loopback without a token, the
     same Host / Origin validation, and the bearer token on every request when one is set."""
-    _refuse_open_address(host, token)
+    refuse_open_address(host, token)
     app = HostOriginGuard(app, security_settings(host, port, list(allowed_hosts)))
     return BearerAuth(app, token) if token else app
 
@@ -116,7 +116,7 @@ def http_app(server: MCPServer, *, host: str, port: int, token: str | None,
     Refuses (ConfigError) to serve a non-loopback address without a token. With a
     token, every request must carry it, on loopback too.
     """
-    _refuse_open_address(host, token)
+    refuse_open_address(host, token)
     settings = security_settings(host, port, list(allowed_hosts))
     app = server.streamable_http_app(streamable_http_path=path, host=host, transport_security=settings)
     if ui is not None:

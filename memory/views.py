@@ -57,6 +57,10 @@ class LedgerView:
         self._stats: dict[str, dict[tuple[str | None, str | None], list]] = {}
         self._stats_seq = 0
         self._stats_lock = threading.Lock()
+        # Reads in flight: close() waits for them, a query on a connection being closed crashes the process.
+        self._reads = 0
+        self._closing = False  # new reads wait while close() runs, so it is not starved by a busy page
+        self._idle = threading.Condition()
 
     def _conn(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
@@ -72,15 +76,31 @@ class LedgerView:
         return conn
 
     def _rows(self, sql: str, params: tuple | list = ()) -> list[dict[str, Any]]:
-        return [dict(r) for r in self._conn().execute(sql, params).fetchall()]
+        with self._idle:
+            self._idle.wait_for(lambda: not self._closing)
+            self._reads += 1
+        try:
+            return [dict(r) for r in self._conn().execute(sql, params).fetchall()]
+        finally:
+            with self._idle:
+                self._reads -= 1
+                self._idle.notify_all()
 
-    def close(self) -> None:
-        """Close every connection opened (a thread that reads again opens a new one)."""
-        with self._cache_lock:
-            opened, self._opened = self._opened, []
-        for conn in opened:
-            conn.close()
-        self._local = threading.local()
+    def close(self, timeout: float = 30.0) -> None:
+        """Close every connection opened, once the reads in flight are done (a thread that reads
+        again opens a new one). A UI warm-up thread may be reading while a server shuts down."""
+        with self._idle:
+            self._closing = True
+            try:
+                self._idle.wait_for(lambda: self._reads == 0, timeout=timeout)
+                with self._cache_lock:
+                    opened, self._opened = self._opened, []
+                for conn in opened:
+                    conn.close()
+                self._local = threading.local()
+            finally:
+                self._closing = False
+                self._idle.notify_all()
 
     # -- tasks -----------------------------------------------------------------
 

@@ -62,3 +62,59 @@ def test_attempt_pages_lineage_rows_and_lessons(ledger):
     with pytest.raises(NotFound):
         view.task_row("no_such_task")
     view.close()
+
+
+CLOSE_WHILE_READING = r"""
+import sys, threading, time
+sys.path.insert(0, sys.argv[2])
+from pathlib import Path
+from skillbase import seeds
+from skillbase.memory.ledger import Ledger
+from skillbase.memory.techniques import load_seed_techniques
+from skillbase.memory.views import LedgerView
+from memory_factories import attempt
+
+led = Ledger.open(Path(sys.argv[1]) / "ledger.sqlite3", max_text_bytes=20_000,
+                  seed_techniques=load_seed_techniques(seeds.TECHNIQUES_FILE))
+led.record_attempts([attempt(i, ms=1.0 + i % 7) for i in range(1500)]
+                    + [attempt(1500 + i, task="matmul", signature="matmul:fp16:large", ms=0.8) for i in range(500)])
+view = LedgerView(led.path)
+stop, reads = threading.Event(), [0]
+
+def reader():
+    while not stop.is_set():
+        view.facets()
+        view.attempt_rows(task="row_softmax", limit=500)
+        reads[0] += 1
+
+threads = [threading.Thread(target=reader) for _ in range(4)]
+for t in threads:
+    t.start()
+closes, end = 0, time.monotonic() + 3.0
+while time.monotonic() < end:
+    view.close()  # as a server shutting down while the UI's warm-up reads
+    closes += 1
+    time.sleep(0.001)
+stop.set()
+for t in threads:
+    t.join()
+view.close()
+led.close()
+print(reads[0], closes)
+"""
+
+
+def test_closing_while_other_threads_read_waits_for_them(tmp_path):
+    """A read on a connection that another thread closes crashed the whole process (SIGSEGV in
+    SQLite: a server refused at start-up closed the store under the UI's warm-up thread). close()
+    now waits for the reads in flight; run in a process of its own so a crash fails this test only."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    here = Path(__file__).resolve().parent
+    proc = subprocess.run([sys.executable, "-c", CLOSE_WHILE_READING, str(tmp_path), str(here)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
+    reads, closes = map(int, proc.stdout.split())
+    assert reads > 10 and closes > 10  # both sides really ran, interleaved

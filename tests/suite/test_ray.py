@@ -148,19 +148,36 @@ def test_two_node_cluster_gives_the_local_pools_verdicts_and_an_actor_killed_mid
     assert orphans and not any(alive(p) for p in orphans), "the killed actor's worker died with it"
 
 
-def test_a_candidate_that_kills_its_actor_is_reported_crashed(tmp_path, cluster):
-    from skillbase.config import Settings
-    from skillbase.toolchain import Toolchain
+# The driver's side of a Ray client, in a process of its own: joining a cluster installs Ray's own
+# crash-signal handlers in that process and leaves them after ray.shutdown(), so in the test process
+# a later crash anywhere in the run would die without faulthandler's traceback (it did: a silent
+# SIGSEGV further on, in three runs of five).
+KILLED_ACTOR_CLIENT = """
+import json, sys
+from pathlib import Path
+from skillbase.config import Settings
+from skillbase.toolchain import Toolchain
 
+home, address, killer = sys.argv[1:4]
+settings = Settings.from_env(env={}, home=Path(home), ray_address=address, eval_timeout_s=120)
+with Toolchain(settings) as tc:
+    task = tc.load_task("relu")
+    names = tc.worker_names("cpu")
+    bad = tc.benchmark(task, tc.resolve_solution(task, killer), "cpu", use_cache=False)
+print(json.dumps({"names": names, "verdict": bad.verdict, "message": bad.message}))
+"""
+
+
+def test_a_candidate_that_kills_its_actor_is_reported_crashed(tmp_path, cluster):
     killer = tmp_path / "kills_parent.py"
     killer.write_text(KILLS_ITS_PARENT)
-    settings = Settings.from_env(env={}, home=tmp_path / "home", ray_address=cluster.address, eval_timeout_s=120)
-    with Toolchain(settings) as tc:
-        task = tc.load_task("relu")
-        assert tc.worker_names("cpu") == ["cpu", "cpu:1"]  # one interpreter actor per node
-        bad = tc.benchmark(task, tc.resolve_solution(task, str(killer)), "cpu", use_cache=False)
-        # Ray restarted the actor and ran the request again once; it died again: a verdict, not a loss.
-        assert bad.verdict == "crashed" and "died twice" in bad.message, bad.message
+    proc = subprocess.run([sys.executable, "-c", KILLED_ACTOR_CLIENT, str(tmp_path / "home"), cluster.address,
+                           str(killer)], env=env_for(tmp_path / "home"), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["names"] == ["cpu", "cpu:1"]  # one interpreter actor per node
+    # Ray restarted the actor and ran the request again once; it died again: a verdict, not a loss.
+    assert out["verdict"] == "crashed" and "died twice" in out["message"], out["message"]
 
 
 BLOCK_RAY = """
