@@ -28,8 +28,11 @@ _NO_INDEX = tl.constexpr(NO_INDEX)  # the kernels' copy (a jitted function reads
 
 
 @triton.jit
-def _compare_kernel(o_ptr, r_ptr, oi_ptr, ri_ptr, n, atol, rtol, pv, stats_f, stats_i,
+def _compare_kernel(o_ptr, r_ptr, oi_ptr, ri_ptr, n, tol_ptr, pv, stats_f, stats_i,
                     BLOCK: tl.constexpr, ITERS: tl.constexpr, EXACT: tl.constexpr, POISON: tl.constexpr):
+    # The tolerances in float64 (a Python float argument would arrive rounded to float32).
+    atol = tl.load(tol_ptr)
+    rtol = tl.load(tol_ptr + 1)
     pid = tl.program_id(0).to(tl.int64)
     base = pid * (BLOCK * ITERS)
     lanes = tl.arange(0, BLOCK).to(tl.int64)
@@ -118,7 +121,8 @@ def compare_stats(torch, o, r, int_view, atol: float, rtol: float, poison: int |
     stats_i = torch.empty(grid * 5, dtype=torch.int64, device=o.device)
     oi = int_view(o) if (exact or poison is not None) else o
     ri = int_view(r) if (exact or poison is not None) else r
-    _compare_kernel[(grid,)](o, r, oi, ri, n, float(atol), float(rtol), int(poison or 0), stats_f, stats_i,
+    tol = torch.tensor([float(atol), float(rtol)], dtype=torch.float64, device=o.device)
+    _compare_kernel[(grid,)](o, r, oi, ri, n, tol, int(poison or 0), stats_f, stats_i,
                              BLOCK=BLOCK, ITERS=ITERS, EXACT=exact, POISON=poison is not None)
     sf, si = stats_f.view(grid, 3), stats_i.view(grid, 5)
     top = sf[:, 0].max()

@@ -109,6 +109,14 @@ def test_verification_kernels_compiled_agree_with_the_pytorch_forms():
     j[[7, n - 2]] += 1
     fast, slow = both(verify.compare, torch, j, i, 0.0, 0.0, verify.GPU_POISON_BYTE)
     assert (fast.mismatched, fast.worst_index) == (slow.mismatched, slow.worst_index) == (2, 7)
+    # An error just above atol, where float32 would round atol up to it: compiled, the kernel reads it in float64.
+    z = torch.zeros(n, device="cuda")
+    e = z.clone()
+    e[7] = 1e-5
+    d = float(e[7])
+    atol = d - 0.4 * float(torch.tensor(d).nextafter(torch.tensor(1.0)) - torch.tensor(d))
+    fast, slow = both(verify.compare, torch, e, z, atol, 0.0, None)
+    assert fast.mismatched == slow.mismatched == 1
     for t in (r, o, i, r.half(), r.bfloat16(), i > 0):
         fast, slow = both(verify.fingerprint, torch, t)
         assert fast == slow

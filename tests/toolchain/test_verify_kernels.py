@@ -51,6 +51,11 @@ cases["equal"] = (r.clone(), r, 1e-5, 1e-5)
 o = r + 1e-3 * torch.randn(n, generator=g)
 cases["within"] = (o, r, 1e-2, 1e-2)
 cases["beyond"] = (o, r, 1e-4, 0.0)
+# An error just above atol, where float32 would round atol up to it: the tolerance is read in float64
+# (the interpreter keeps Python floats in float64 either way; test_gpu.py checks it compiled).
+edge = torch.zeros(n); edge_out = edge.clone(); edge_out[7] = 1e-5
+d = float(edge_out[7]); ulp = float(torch.tensor(d).nextafter(torch.tensor(1.0)) - torch.tensor(d))
+cases["tolerance_in_float64"] = (edge_out, edge, d - 0.4 * ulp, 0.0)
 rt = r.clone(); rt[[5, 30_000]] = 0.0
 tie = rt.clone(); tie[[5, 30_000]] = 0.5  # two equal largest errors: the first index wins
 cases["ties"] = (tie, rt, 1e-3, 0.0)
@@ -111,6 +116,7 @@ def test_compare_kernel_matches_the_pytorch_form_on_every_case(results):
     assert c["equal/None"][0]["ok"] and c["within/None"][0]["ok"]
     assert not c["beyond/None"][0]["ok"] and c["beyond/None"][0]["mismatched"] > 0
     assert c["ties/None"][0]["worst_index"] == 5
+    assert c["tolerance_in_float64/None"][0]["mismatched"] == 1  # float32 would round atol up to the error
     assert c["nan_out/None"][0]["nonfinite"] == 2
     assert c["ref_nonfinite_matched/None"][0]["ok"]
     assert c["ref_nonfinite_missed/None"][0]["mismatched"] == 2
