@@ -87,6 +87,7 @@ def main() -> None:
         busy.start()
     from toolchain_bench import ncu_compare_paths
 
+    name = "launch_bound_busy.json" if args.busy else "launch_bound.json"
     rows = []
     for task_name, sol, sizes in TINY:
         path = tiny_task(work, task_name, sizes)
@@ -121,12 +122,11 @@ def main() -> None:
         if args.busy:
             print("    per evaluation (µs): " + " ".join(f"{d:.2f}" for d in dev), flush=True)
         # Partial results as they come: a call that hits its time limit keeps what it measured.
-        (args.out / ("launch_bound_busy.json" if args.busy else "launch_bound.json")).write_text(
+        (args.out / name).write_text(
             json.dumps({"busy_other_gpu": args.busy, "partial": True, "rows": rows}, indent=1))
     stop.set()
     result = {"busy_other_gpu": args.busy, "event_overhead_us": event_overhead_us(),
               "event_overhead_idle_us": event_overhead_us(held=False), "rows": rows}
-    name = "launch_bound_busy.json" if args.busy else "launch_bound.json"
     (args.out / name).write_text(json.dumps(result, indent=1))
     print(f"event pair overhead: {result['event_overhead_us']:.2f} µs; "
           f"max/min <= 1.10 on {sum(1 for r in rows if (r['max_over_min'] or 9) <= 1.10)}/{len(rows)}; "

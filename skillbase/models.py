@@ -417,7 +417,8 @@ class BenchReport(Record):
     phases_s: dict[str, float] = Field(
         default_factory=dict, description="wall seconds of the evaluation's phases: 'build' (CUDA C++ extension "
                                           "builds), 'to_timing' (request start to the first timed call), 'total'; "
-                                          "and in order: 'reference', 'baselines', 'load_and_build', 'trials', "
+                                          "and in order: 'reference', 'baselines', 'load_and_build', 'first_trial' (the candidate's "
+                                          "kernels compile and autotune), 'trials', "
                                           "'inputs_rewritten', 'wider_inputs', 'checks_and_extra_shapes', "
                                           "'profiled_checks', 'timing'")
     baselines: dict[str, TimingStats] = Field(default_factory=dict, description="'eager', 'torch_compile'")

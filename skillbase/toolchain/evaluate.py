@@ -396,9 +396,7 @@ class Evaluation:
         return ""
 
     def add_trial(self, trial: Trial) -> None:
-        if self.trials:
-            self.trials[-1].inputs = []  # only the latest inputs are needed (in-place rewrite)
-        self.trials.append(trial)
+        self.trials.append(trial)  # ``trial`` already dropped the previous trial's inputs
 
     def stale_across_trials(self) -> None:
         """An output that stays bit-identical while the reference's changes was not computed from the inputs."""
@@ -510,7 +508,7 @@ class Evaluation:
         self.phase("reference")
         if self.env.kind == "cuda" and self.req.get("timing") and self.req.get("baselines"):
             result.update(self.measure_baselines(tm))
-            self.mark = time.perf_counter()  # booked as "baselines" by measure_baselines
+            self.phase("baselines")
         module = self.load_solution()
         reason = guards.mro_reference(module.ModelNew, tm.Model)
         if reason:
@@ -691,7 +689,6 @@ class Evaluation:
         """Eager and torch.compile timings of the reference, before any candidate code is imported
         (torch.compile's lazy imports would otherwise look like patches)."""
         torch, clock = self.torch, self.env.clock
-        started = time.perf_counter()
         out: dict = {"baselines": {}, "baseline_notes": {}, "baseline_host_ms": {}}
         with torch.device(self.dev), torch.no_grad():
             torch.manual_seed(self.fresh_seed())
@@ -721,8 +718,6 @@ class Evaluation:
         # now, before any candidate code runs, so it is not mistaken for the candidate's doing.
         self.env.integrity.rebaseline()
         self.env.threads = threading.active_count()
-        # Schedulers put the evaluations that must also measure baselines first: they take longest.
-        self.result.setdefault("phases_s", {})["baselines"] = time.perf_counter() - started
         return out
 
     def rewrite_inputs_in_place_after_timing(self, tm, ref_model, new_model, sets) -> None:

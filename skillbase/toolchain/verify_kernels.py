@@ -128,7 +128,7 @@ def compare_stats(torch, o, r, int_view, atol: float, rtol: float, poison: int |
     top = sf[:, 0].max()
     at = torch.where(sf[:, 0] == top, si[:, 3], torch.full_like(si[:, 3], NO_INDEX)).min()
     folded = torch.stack([si[:, 0].sum(), si[:, 1].sum(), si[:, 2].sum(), at, si[:, 4].min()]).tolist()
-    floats = torch.stack([top, sf[:, 1].sum(), sf[:, 2].sum()]).tolist()  # a second small copy, same sync
+    floats = torch.stack([top, sf[:, 1].sum(), sf[:, 2].sum()]).tolist()  # apart: indices exceed float64's 2**53
     unwritten, nonfinite, mismatched, worst_at, first_bad = (int(v) for v in folded)
     return {"unwritten": unwritten, "nonfinite": nonfinite, "mismatched": mismatched,
             "max_abs": max(floats[0], 0.0), "worst_index": None if worst_at >= NO_INDEX else worst_at,
