@@ -12,12 +12,18 @@ It prints the median of each run, the medians per input set and the CV, after
 ``triton.testing.do_bench`` on the same model object (so the same autotuned config).
 
     PYTHONPATH=. python3 benchmarks/timing_diag.py layernorm/naive relu/optimized
+
+With ``--states`` it asks instead whether the GPU's recent load moves a kernel's speed: the
+autotuner's chosen config, then the call time in 50 ms windows over 2 s of back-to-back calls
+that start from a rested GPU (3 s idle), with the SM clock and power at each window; then
+do_bench and the toolchain's timer, each once after a rest and once right after 2 s of load.
 """
 
 from __future__ import annotations
 
 import statistics
 import sys
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -39,13 +45,7 @@ class CleanFlushClock(timing.Clock):
 
 
 def run(spec: str) -> None:
-    task_name, sol = spec.split("/", 1)
-    task_path, _ = resolve_task_path(task_name)
-    tm = load_task_module(task_path)
-    mod = import_module_at(task_path.parent / f"{sol}.py", kind="solution")
-    with torch.device("cuda"), torch.no_grad():
-        model = mod.ModelNew(*tm.get_init_inputs())
-        sets = [list(tm.get_inputs()) for _ in range(4)]
+    _, model, sets = load(spec)
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
     plan = timing.TimingPlan(budget_s=1.0, target_ci=0.005)
     import triton.testing
@@ -67,6 +67,74 @@ def run(spec: str) -> None:
                   f"n {s.n:5d}  per set {' '.join(f'{m:.1f}' for m in per_set)}", flush=True)
 
 
+def load(spec: str):
+    task_name, sol = spec.split("/", 1)
+    task_path, _ = resolve_task_path(task_name)
+    tm = load_task_module(task_path)
+    mod = import_module_at(task_path.parent / f"{sol}.py", kind="solution")
+    with torch.device("cuda"), torch.no_grad():
+        model = mod.ModelNew(*tm.get_init_inputs())
+        sets = [list(tm.get_inputs()) for _ in range(4)]
+    return mod, model, sets
+
+
+def chosen_configs(mod) -> str:
+    from triton.runtime.autotuner import Autotuner
+
+    tuned = [(name, v) for name, v in vars(mod).items() if isinstance(v, Autotuner)]
+    return "; ".join(f"{name}: {getattr(v, 'best_config', None)}" for name, v in tuned) or "no autotuned kernel"
+
+
+def load_windows(call, seconds: float, window_ms: float = 50.0) -> list[tuple[float, float, int, float]]:
+    """Back-to-back calls for ``seconds``; per window: (start s, mean call µs, SM MHz, W)."""
+    out, began = [], time.perf_counter()
+    while time.perf_counter() - began < seconds:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        t0 = time.perf_counter() - began
+        start.record()
+        n = 0
+        while (time.perf_counter() - began - t0) * 1e3 < window_ms:
+            call()
+            n += 1
+            if n % 16 == 0:
+                torch.cuda.synchronize()
+        end.record()
+        torch.cuda.synchronize()
+        out.append((t0, start.elapsed_time(end) * 1e3 / n, torch.cuda.clock_rate(), torch.cuda.power_draw() / 1e3))
+    return out
+
+
+def states(spec: str) -> None:
+    import triton.testing
+
+    mod, model, sets = load(spec)
+    with torch.no_grad():
+        model(*sets[0])
+        torch.cuda.synchronize()
+        print(f"{spec}: {chosen_configs(mod)}", flush=True)
+        time.sleep(3.0)
+        windows = load_windows(lambda: model(*sets[0]), 2.0)
+        print(f"{spec}: 2 s of back-to-back calls from rest, per 50 ms window (µs per call, SM MHz, W):")
+        print("  " + "  ".join(f"{t:.2f}s {us:.1f} {mhz} {w:.0f}" for t, us, mhz, w in windows), flush=True)
+        clock = timing.Clock(torch)
+        flush = timing.flush_buffer(clock, "cuda", torch.cuda.get_device_properties(0).L2_cache_size)
+        plan = timing.TimingPlan()
+        for state in ("rested 3 s", "after 2 s of load"):
+            for label in ("do_bench", "toolchain timer"):
+                if state.startswith("rested"):
+                    time.sleep(3.0)
+                else:
+                    load_windows(lambda: model(*sets[0]), 2.0)
+                if label == "do_bench":
+                    us = triton.testing.do_bench(lambda: model(*sets[0]), return_mode="median") * 1e3
+                else:
+                    samples, _ = timing.measure(lambda k: model(*sets[k]), 4, clock, flush, plan)
+                    us = timing.summarize(samples, "", 4).median_ms * 1e3
+                print(f"{spec:34s} {label:16s} {state:18s} median {us:8.2f} µs  SM {torch.cuda.clock_rate()} MHz",
+                      flush=True)
+
+
 if __name__ == "__main__":
-    for spec in sys.argv[1:]:
-        run(spec)
+    specs = [a for a in sys.argv[1:] if not a.startswith("--")]
+    for spec in specs:
+        states(spec) if "--states" in sys.argv else run(spec)

@@ -6,7 +6,8 @@ For every built-in task and each of its solutions this script
   (warm) one finds the worker, Triton's cache and the baselines ready; both wall
   times are recorded, and the two medians give the run-to-run spread;
 - times the same forward with ``triton.testing.do_bench`` (its median, with its L2
-  flush) on the same GPU, for a direct comparison of the medians;
+  flush) on the same GPU, for a direct comparison of the medians, after settling the
+  GPU as the toolchain's timer does (``timing.settle``: the same clock and power state);
 and then runs every adversarial solution in ``tests/adversarial`` and checks it is
 rejected (and the honest ones are not).
 
@@ -60,6 +61,7 @@ def do_bench_median(task_path: str, solution_path: str) -> float:
     import torch
     import triton.testing
 
+    from skillbase.toolchain import timing
     from skillbase.toolchain.tasks import import_module_at
 
     tm = load_task_module(Path(task_path))
@@ -70,6 +72,13 @@ def do_bench_median(task_path: str, solution_path: str) -> float:
         torch.manual_seed(1)
         inputs = list(tm.get_inputs())
     with torch.no_grad():
+        # In the state the toolchain samples in (timing.settle): from a rested GPU a compute-bound kernel
+        # runs at boost clocks until the power limiter steps the SM clock down over about a second, and
+        # do_bench's own 125 ms would read wherever in that ramp the process left the GPU.
+        clock = timing.Clock(torch)
+        flush = timing.flush_buffer(clock, "cuda", torch.cuda.get_device_properties(0).L2_cache_size)
+        timing.settle(lambda k: model(*inputs), 1, clock, flush)
+        del flush
         ms = triton.testing.do_bench(lambda: model(*inputs), return_mode="median")
     del model, inputs
     torch.cuda.synchronize()

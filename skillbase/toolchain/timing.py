@@ -171,6 +171,57 @@ EMPTY_EVERY = 4
 HELD_MIN_SAMPLES = 800
 
 
+# Before sampling a call that is not held, it runs back to back (each call after its flush, as sampled)
+# in windows of SETTLE_WINDOW_MS. A compute-bound kernel starting from a rested GPU runs at boost clocks
+# for its first tens of ms, then the power limiter pulls the SM clock down in steps over about a second
+# (an H100 on the seed TMA GEMM: 1980 -> 1560 MHz within 0.2 s, 828 -> 942 µs a call, power still rising
+# at 0.8 s), so an evaluation that followed idle time read 8-10% faster than one that followed other
+# GPU work. Once the SM clock has fallen below the highest it read, the limiter is acting: the call runs
+# for SETTLE_MAX_MS in all, and is sampled in the state sustained work runs in (there do_bench and this
+# timer agreed within 0.7% on the three seed GEMMs). A call that leaves the clock alone stops as soon as
+# a window is no slower than the one before it (by more than SETTLE_FLAT): two windows, for most.
+SETTLE_WINDOW_MS = 50.0
+SETTLE_FLAT = 0.015
+SETTLE_MAX_MS = 1000.0
+SETTLE_CLOCK_DROP_MHZ = 30
+
+
+@dataclass
+class Settled:
+    """What settling did: per-call µs of each window, the ms spent, whether the SM clock fell."""
+
+    windows: list[float]
+    spent_ms: float
+    throttled: bool
+
+
+def settle(call: Callable[[int], Any], n_sets: int, clock: Clock, flush: Any) -> Settled:
+    """Run ``call`` back to back until the GPU's clocks and power are in the state sustained work runs
+    in: SETTLE_MAX_MS where the power limiter lowers the SM clock, else until the speed stops falling."""
+    began = time.perf_counter()
+    windows: list[float] = []
+    top, throttled, k = 0, False, 0
+    while (time.perf_counter() - began) * 1e3 < SETTLE_MAX_MS:
+        s, e = clock.Event(enable_timing=True), clock.Event(enable_timing=True)
+        t0, n = time.perf_counter(), 0
+        clock.record(s)
+        while n < 2 or (time.perf_counter() - t0) * 1e3 < SETTLE_WINDOW_MS:
+            clock.zero_(flush)
+            call(k % n_sets)
+            k, n = k + 1, n + 1
+            if n % 16 == 0:
+                clock.synchronize()
+        clock.record(e)
+        clock.synchronize()
+        windows.append(clock.elapsed(s, e) * 1e3 / n)
+        mhz = clock.sm_mhz() or 0
+        top = max(top, mhz)
+        throttled = throttled or 0 < mhz < top - SETTLE_CLOCK_DROP_MHZ
+        if not throttled and len(windows) >= 2 and windows[-1] <= windows[-2] * (1 + SETTLE_FLAT):
+            break
+    return Settled(windows, (time.perf_counter() - began) * 1e3, throttled)
+
+
 def hold_cycles(host_us: float, sm_mhz: int | None) -> int:
     """Cycles of the spin kernel that keeps the GPU busy while the host queues one call: HOLD_US, or
     twice the host's enqueue time (``host_us``) when that is longer, at most HOLD_MAX_US."""
@@ -219,6 +270,8 @@ def measure(
     call_ms = max(est_ms - _estimate_flush(clock, flush), 0.0)
     needs_hold = call_ms < HOLD_BELOW_MS or host_us * 1e-3 > 0.5 * est_ms
     hold = hold_cycles(host_us, mhz_before) if needs_hold and clock.sleep is not None else 0
+    settled = "" if hold else _settled(call, n_sets, clock, flush)
+    start = time.perf_counter()  # the sampling budget starts after the settling
     # The empty pair's cost: measured beside the calls by the worker's first held timing, then kept.
     # Measured again in every evaluation, its estimate moved by up to 0.3 µs from one evaluation to the
     # next (1.50-1.84 µs on an H100), while the raw held samples moved by 1-4%: a per-evaluation
@@ -275,7 +328,7 @@ def measure(
         f"(outside the events); {n_sets} input set(s) rotated; {len(samples)} samples in batches of {per_batch} "
         "read after device-wide synchronization; "
         + ("median with 95% CI" if n_sets == 1 else f"mean over the {n_sets} sets of each set's median, with 95% CI")
-        + held + clocks
+        + held + settled + clocks
     )
     return samples, method
 
@@ -324,6 +377,14 @@ def host_per_call(call: Callable[[int], Any], n_sets: int, clock: Clock, budget_
         clock.synchronize()
         per.append((time.perf_counter() - t0) * 1e3 / m)
     return quantile(sorted(per), 0.5)
+
+
+def _settled(call, n_sets: int, clock: Clock, flush) -> str:
+    """Settle the GPU before sampling; what the method line says of it."""
+    st = settle(call, n_sets, clock, flush)
+    why = "the power limiter lowered the SM clock" if st.throttled else "the call stopped slowing down"
+    return (f"; sampled after {st.spent_ms:.0f} ms of back-to-back calls ({why}; {SETTLE_WINDOW_MS:.0f} ms "
+            f"windows: {st.windows[0]:.1f} -> {st.windows[-1]:.1f} µs a call)")
 
 
 def _estimate_flush(clock: Clock, flush) -> float:

@@ -96,3 +96,66 @@ def test_event_pair_cost_is_stable_where_a_median_jumps_between_timer_ticks():
     assert max(means) - min(means) < 0.05
     assert trimmed_mean([1.0, 2.0, 3.0]) == 2.0
     assert trimmed_mean([5.0]) == 5.0
+
+
+
+class _ThrottlingGPU:
+    """A stand-in clock whose calls slow down as the simulated GPU works (boost, then the power limit)."""
+
+    def __init__(self, fast_ms: float, slow_ms: float, ramp_ms: float, drop_mhz: int | None = 0):
+        self.fast, self.slow, self.ramp, self.gpu_ms = fast_ms, slow_ms, ramp_ms, 0.0
+        self.drop_mhz = drop_mhz  # how far the SM clock falls over the ramp; None: unreadable
+
+    class Event:
+        def __init__(self, enable_timing: bool = True):
+            self.at = 0.0
+
+    def record(self, event) -> None:
+        event.at = self.gpu_ms
+
+    def elapsed(self, start, end) -> float:
+        return end.at - start.at
+
+    def synchronize(self) -> None:
+        pass
+
+    def zero_(self, flush) -> None:
+        self.gpu_ms += 0.01
+
+    def share(self) -> float:
+        return min(1.0, self.gpu_ms / self.ramp)
+
+    def sm_mhz(self) -> int | None:
+        return None if self.drop_mhz is None else int(1980 - self.drop_mhz * self.share())
+
+    def call(self, k: int) -> None:
+        import time
+
+        time.sleep(0.0004)  # the windows are wall-clock windows
+        self.gpu_ms += self.fast + (self.slow - self.fast) * self.share()
+
+
+def test_settling_a_throttled_gpu_runs_the_whole_settling_time():
+    from skillbase.toolchain.timing import SETTLE_MAX_MS, settle
+
+    gpu = _ThrottlingGPU(fast_ms=0.83, slow_ms=0.94, ramp_ms=150.0, drop_mhz=420)
+    st = settle(gpu.call, 4, gpu, None)
+    assert st.throttled and st.spent_ms >= SETTLE_MAX_MS
+    assert st.windows[0] < 900 and abs(st.windows[-1] - 950) < 5  # µs a call (flush included): the sustained speed
+
+
+def test_settling_without_a_clock_reading_runs_until_the_call_stops_slowing_down():
+    from skillbase.toolchain.timing import SETTLE_MAX_MS, settle
+
+    gpu = _ThrottlingGPU(fast_ms=0.83, slow_ms=0.94, ramp_ms=150.0, drop_mhz=None)
+    st = settle(gpu.call, 4, gpu, None)
+    assert not st.throttled and len(st.windows) >= 3 and st.spent_ms < SETTLE_MAX_MS
+    assert abs(st.windows[-1] - 950) < 5
+
+
+def test_settling_a_steady_call_costs_two_windows():
+    from skillbase.toolchain.timing import SETTLE_WINDOW_MS, settle
+
+    gpu = _ThrottlingGPU(fast_ms=0.5, slow_ms=0.5, ramp_ms=1.0)
+    st = settle(gpu.call, 1, gpu, None)
+    assert len(st.windows) == 2 and not st.throttled and st.spent_ms < 4 * SETTLE_WINDOW_MS
