@@ -164,7 +164,7 @@ import json, sys
 from pathlib import Path
 runs = {int(p.stem.split("_")[-1][:-3]): json.loads(p.read_text())["summary"] for p in Path(sys.argv[1]).glob("suite_pair_*gpu.json")}
 for w, s in sorted(runs.items()):
-    print(f"{w} GPU(s): {s['candidates']} candidates, complete {s['complete']}, {s['total_wall_s']} s; per candidate {s['eval_s']}")
+    print(f"{w} GPU(s): {s['candidates']} candidates, complete {s['complete']}, {s['total_wall_s']} s; per candidate {s['eval_s']}; less one-time builds {s.get('eval_s_less_build')}")
 if len(runs) == 2 and all(s["complete"] for s in runs.values()):
     one, many = runs[min(runs)], runs[max(runs)]
     print(f"{max(runs)} GPUs over 1: {one['total_wall_s'] / many['total_wall_s']:.2f}x (bar 1.8x)")

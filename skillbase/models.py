@@ -416,7 +416,10 @@ class BenchReport(Record):
                                           "wall clock), ms: 'candidate', 'eager', 'torch_compile'")
     phases_s: dict[str, float] = Field(
         default_factory=dict, description="wall seconds of the evaluation's phases: 'build' (CUDA C++ extension "
-                                          "builds), 'to_timing' (request start to the first timed call), 'total'; "
+                                          "builds), 'first_call' (the one-time cost inside the candidate's first "
+                                          "call, Triton compiling and autotuning: its first forward less its "
+                                          "fastest later one), 'to_timing' (request start to the first timed call), "
+                                          "'total'; "
                                           "and in order: 'reference', 'baselines', 'load_and_build', 'first_trial' (the candidate's "
                                           "kernels compile and autotune), 'trials', "
                                           "'inputs_rewritten', 'wider_inputs', 'checks_and_extra_shapes', "
