@@ -177,8 +177,8 @@ HELD_MIN_SAMPLES = 800
 # (an H100 on the seed TMA GEMM: 1980 -> 1560 MHz within 0.2 s, 828 -> 942 µs a call, power still rising
 # at 0.8 s), so an evaluation that followed idle time read 8-10% faster than one that followed other
 # GPU work. Once the SM clock has fallen below the highest it read, the limiter is acting: the call runs
-# for SETTLE_MAX_MS in all, and is sampled in the state sustained work runs in (there do_bench and this
-# timer agreed within 0.7% on the three seed GEMMs). A call that leaves the clock alone stops as soon as
+# for SETTLE_MAX_MS in all, and is sampled in the state sustained work runs in (after 2 s of load, one
+# pass of do_bench and this timer agreed within 0.7% on the three seed GEMMs, in one process). A call that leaves the clock alone stops as soon as
 # a window is no slower than the one before it (by more than SETTLE_FLAT): two windows, for most.
 SETTLE_WINDOW_MS = 50.0
 SETTLE_FLAT = 0.015
