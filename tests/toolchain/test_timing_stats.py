@@ -98,7 +98,6 @@ def test_event_pair_cost_is_stable_where_a_median_jumps_between_timer_ticks():
     assert trimmed_mean([5.0]) == 5.0
 
 
-
 class _ThrottlingGPU:
     """A stand-in clock whose calls slow down as the simulated GPU works (boost, then the power limit)."""
 
