@@ -127,10 +127,12 @@ class Clock:
         self.record = cuda.Event.record
         self.elapsed = cuda.Event.elapsed_time
         self.synchronize = cuda.synchronize
+        self.wait = cuda.Event.synchronize  # until one event has completed
         self.empty = torch_module.empty
         self.zero_ = torch_module.Tensor.zero_
         self.int32 = torch_module.int32
         self._clock_rate = getattr(cuda, "clock_rate", None)
+        self._nvml_handle = getattr(cuda, "_get_pynvml_handler", None)
         self.sleep = getattr(cuda, "_sleep", None)  # a spin kernel of N cycles
         # What an empty held event pair costs the GPU, measured by this worker's first held timing and
         # taken off every held sample after it (see ``measure``); with how many pairs it was measured.
@@ -142,6 +144,21 @@ class Clock:
         try:
             return int(self._clock_rate()) if self._clock_rate else None
         except Exception:  # no NVML on this machine
+            return None
+
+    def power_limited(self) -> bool | None:
+        """Whether NVML says the SM clock is held down now by power or temperature (its clock event
+        reasons: software power cap, hardware slowdown, thermal slowdown, power brake), or None where
+        it cannot be read. A GPU already at its power limit when settling starts shows no fall of the
+        SM clock from the highest one read, so the clock alone misses it."""
+        try:
+            import pynvml
+
+            handle = self._nvml_handle()
+            read = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
+                pynvml.nvmlDeviceGetCurrentClocksThrottleReasons
+            return bool(int(read(handle)) & LIMITER_REASONS)
+        except Exception:  # no NVML, or a driver without the query
             return None
 
 
@@ -176,14 +193,23 @@ HELD_MIN_SAMPLES = 800
 # for its first tens of ms, then the power limiter pulls the SM clock down in steps over about a second
 # (an H100 on the seed TMA GEMM: 1980 -> 1560 MHz within 0.2 s, 828 -> 942 µs a call, power still rising
 # at 0.8 s), so an evaluation that followed idle time read 8-10% faster than one that followed other
-# GPU work. Once the SM clock has fallen below the highest it read, the limiter is acting: the call runs
-# for SETTLE_MAX_MS in all, and is sampled in the state sustained work runs in (after 2 s of load, one
+# GPU work. Once the SM clock has fallen below the highest it read, or NVML gives power or temperature
+# as a reason for the clock (a GPU still at its limit from earlier work shows no fall), the limiter is
+# acting: the call runs for SETTLE_MAX_MS in all, and is sampled in the state sustained work runs in (after 2 s of load, one
 # pass of do_bench and this timer agreed within 0.7% on the three seed GEMMs, in one process). A call that leaves the clock alone stops as soon as
 # a window is no slower than the one before it (by more than SETTLE_FLAT): two windows, for most.
 SETTLE_WINDOW_MS = 50.0
 SETTLE_FLAT = 0.015
 SETTLE_MAX_MS = 1000.0
 SETTLE_CLOCK_DROP_MHZ = 30
+# NVML clock event reasons that mean the limiter is acting: software power cap (0x4), hardware slowdown
+# (0x8), software and hardware thermal slowdown (0x20, 0x40), hardware power brake (0x80).
+LIMITER_REASONS = 0x4 | 0x8 | 0x20 | 0x40 | 0x80
+# Under the limiter the clock does not settle at one value: it swings, and back-to-back passes of
+# do_bench on the seed TMA GEMM alternated 906, 966, 923, 961, 934 µs (H100, 5 passes of about 0.6 s).
+# A sample of 40 ms lands anywhere in that swing, so a call the limiter acts on is sampled for at
+# least this long, and its median is the swing's middle.
+THROTTLED_SAMPLE_MS = 1000.0
 
 
 @dataclass
@@ -216,7 +242,8 @@ def settle(call: Callable[[int], Any], n_sets: int, clock: Clock, flush: Any) ->
         windows.append(clock.elapsed(s, e) * 1e3 / n)
         mhz = clock.sm_mhz() or 0
         top = max(top, mhz)
-        throttled = throttled or 0 < mhz < top - SETTLE_CLOCK_DROP_MHZ
+        capped = getattr(clock, "power_limited", None)
+        throttled = throttled or 0 < mhz < top - SETTLE_CLOCK_DROP_MHZ or bool(capped and capped())
         if not throttled and len(windows) >= 2 and windows[-1] <= windows[-2] * (1 + SETTLE_FLAT):
             break
     return Settled(windows, (time.perf_counter() - began) * 1e3, throttled)
@@ -240,8 +267,9 @@ def measure(
     """Time ``call(k)`` (k selects the input set) on the GPU; returns samples in ms and how.
 
     Each sample is one call between two CUDA events on the current stream, with
-    an L2-flushing memset before it (outside the events). Samples are read after a
-    device-wide synchronization at the end of each batch. For calls under
+    an L2-flushing memset before it (outside the events). Calls run back to back: a
+    batch is read while the next one runs, and the last after a device-wide
+    synchronization. For calls under
     HOLD_BELOW_MS, a spin kernel between the flush and the start event holds the
     GPU until the host has queued the call, so a slow host (launch overhead,
     Python) never shows up in the device time.
@@ -270,8 +298,11 @@ def measure(
     call_ms = max(est_ms - _estimate_flush(clock, flush), 0.0)
     needs_hold = call_ms < HOLD_BELOW_MS or host_us * 1e-3 > 0.5 * est_ms
     hold = hold_cycles(host_us, mhz_before) if needs_hold and clock.sleep is not None else 0
-    settled = "" if hold else _settled(call, n_sets, clock, flush)
+    settled, throttled = ("", False) if hold else _settled(call, n_sets, clock, flush)
     start = time.perf_counter()  # the sampling budget starts after the settling
+    # Under the power limiter, sample across its swing (THROTTLED_SAMPLE_MS), whatever the CI says.
+    span_s = THROTTLED_SAMPLE_MS / 1e3 if throttled else 0.0
+    budget_s = max(plan.budget_s, span_s)
     # The empty pair's cost: measured beside the calls by the worker's first held timing, then kept.
     # Measured again in every evaluation, its estimate moved by up to 0.3 µs from one evaluation to the
     # next (1.50-1.84 µs on an H100), while the raw held samples moved by 1-4%: a per-evaluation
@@ -281,7 +312,9 @@ def measure(
     samples: list[float] = []
     empty: list[float] = []  # held event pairs around nothing, interleaved with the batches
     k = 0
-    while True:
+
+    def queue() -> tuple[list, list, list]:
+        nonlocal k
         starts = [clock.Event(enable_timing=True) for _ in range(per_batch)]
         ends = [clock.Event(enable_timing=True) for _ in range(per_batch)]
         pairs = []
@@ -297,17 +330,39 @@ def measure(
             call(k % n_sets)
             clock.record(ends[b])
             k += 1
-        clock.synchronize()  # device-wide: every stream's work is done before events are read
-        samples += [clock.elapsed(s, e) for s, e in zip(starts, ends)]
-        empty += [clock.elapsed(s, e) for s, e in pairs]
+        return starts, ends, pairs
+
+    def read(batch: tuple[list, list, list]) -> None:
+        starts, ends, pairs = batch
+        samples.extend(clock.elapsed(s, e) for s, e in zip(starts, ends))
+        empty.extend(clock.elapsed(s, e) for s, e in pairs)
+
+    # Held calls rest the GPU by design: a batch is queued, then read after a device-wide
+    # synchronization. Calls that are not held run back to back, as do_bench's do: the next batch is
+    # queued before this one is read, so the GPU never idles while the host reads events and checks
+    # the CI. (Read after a full stop, the few ms of host work per 40 ms batch left the GPU idle
+    # about a tenth of the time, and a power-limited GEMM ran 4-6% faster than under do_bench.)
+    wait = getattr(clock, "wait", None)
+    pending = queue()
+    while True:
+        ahead = None if hold else queue()
+        if ahead is None or wait is None:
+            clock.synchronize()  # device-wide: every stream's work is done before events are read
+        else:
+            wait(pending[1][-1])  # this batch's last end event; the next batch keeps the GPU busy
+        read(pending)
         spent = time.perf_counter() - start
         if progress:
-            progress(min(1.0, spent / plan.budget_s), f"timing: {len(samples)} samples")
+            progress(min(1.0, spent / budget_s), f"timing: {len(samples)} samples")
         min_n = max(plan.min_reps, HELD_MIN_SAMPLES) if hold else plan.min_reps
         enough_pairs = not calibrate or len(empty) >= min_n // EMPTY_EVERY
-        tight = ci_is_tight(samples, plan.target_ci, min_n, n_sets) and enough_pairs
-        if tight or spent > plan.budget_s or len(samples) >= plan.max_reps:
+        tight = ci_is_tight(samples, plan.target_ci, min_n, n_sets) and enough_pairs and spent >= span_s
+        if tight or spent > budget_s or len(samples) >= plan.max_reps:
+            if ahead is not None:
+                clock.synchronize()  # device-wide, then the batch already queued counts too
+                read(ahead)
             break
+        pending = ahead or queue()
     if calibrate and empty:
         clock.pair_ms, clock.pair_n = trimmed_mean(empty), len(empty)
     empty_ms = (clock.pair_ms or 0.0) if hold else 0.0
@@ -326,7 +381,8 @@ def measure(
     method = (
         f"CUDA events around each call; L2 flushed by a {flush.numel() * 4 // 2**20} MB memset before each call "
         f"(outside the events); {n_sets} input set(s) rotated; {len(samples)} samples in batches of {per_batch} "
-        "read after device-wide synchronization; "
+        + ("read after device-wide synchronization; " if hold else
+           "each read while the next ran (the last after device-wide synchronization); ")
         + ("median with 95% CI" if n_sets == 1 else f"mean over the {n_sets} sets of each set's median, with 95% CI")
         + held + settled + clocks
     )
@@ -379,12 +435,13 @@ def host_per_call(call: Callable[[int], Any], n_sets: int, clock: Clock, budget_
     return quantile(sorted(per), 0.5)
 
 
-def _settled(call, n_sets: int, clock: Clock, flush) -> str:
-    """Settle the GPU before sampling; what the method line says of it."""
+def _settled(call, n_sets: int, clock: Clock, flush) -> tuple[str, bool]:
+    """Settle the GPU before sampling; what the method line says of it, and whether the limiter acts."""
     st = settle(call, n_sets, clock, flush)
-    why = "the power limiter lowered the SM clock" if st.throttled else "the call stopped slowing down"
+    why = ("the power limiter holds the SM clock down; sampled for at least "
+           f"{THROTTLED_SAMPLE_MS:.0f} ms, across its swing" if st.throttled else "the call stopped slowing down")
     return (f"; sampled after {st.spent_ms:.0f} ms of back-to-back calls ({why}; {SETTLE_WINDOW_MS:.0f} ms "
-            f"windows: {st.windows[0]:.1f} -> {st.windows[-1]:.1f} µs a call)")
+            f"windows: {st.windows[0]:.1f} -> {st.windows[-1]:.1f} µs a call)"), st.throttled
 
 
 def _estimate_flush(clock: Clock, flush) -> float:

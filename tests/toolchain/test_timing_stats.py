@@ -101,9 +101,14 @@ def test_event_pair_cost_is_stable_where_a_median_jumps_between_timer_ticks():
 class _ThrottlingGPU:
     """A stand-in clock whose calls slow down as the simulated GPU works (boost, then the power limit)."""
 
-    def __init__(self, fast_ms: float, slow_ms: float, ramp_ms: float, drop_mhz: int | None = 0):
+    sleep = None  # no spin kernel: nothing is held
+    pair_ms, pair_n = None, 0
+
+    def __init__(self, fast_ms: float, slow_ms: float, ramp_ms: float, drop_mhz: int | None = 0,
+                 capped: bool | None = None):
         self.fast, self.slow, self.ramp, self.gpu_ms = fast_ms, slow_ms, ramp_ms, 0.0
         self.drop_mhz = drop_mhz  # how far the SM clock falls over the ramp; None: unreadable
+        self.capped = capped  # what NVML's clock event reasons say; None: unreadable
 
     class Event:
         def __init__(self, enable_timing: bool = True):
@@ -126,6 +131,9 @@ class _ThrottlingGPU:
 
     def sm_mhz(self) -> int | None:
         return None if self.drop_mhz is None else int(1980 - self.drop_mhz * self.share())
+
+    def power_limited(self) -> bool | None:
+        return self.capped
 
     def call(self, k: int) -> None:
         import time
@@ -158,3 +166,45 @@ def test_settling_a_steady_call_costs_two_windows():
     gpu = _ThrottlingGPU(fast_ms=0.5, slow_ms=0.5, ramp_ms=1.0)
     st = settle(gpu.call, 1, gpu, None)
     assert len(st.windows) == 2 and not st.throttled and st.spent_ms < 4 * SETTLE_WINDOW_MS
+
+
+def test_settling_a_gpu_already_at_its_power_limit_sees_it_through_nvml():
+    # Right after other work the clock is already down when settling starts: no fall from the highest
+    # clock read, but NVML names the power cap, and the call runs the whole settling time.
+    from skillbase.toolchain.timing import SETTLE_MAX_MS, settle
+
+    steady = _ThrottlingGPU(fast_ms=0.94, slow_ms=0.94, ramp_ms=1.0, drop_mhz=0, capped=True)
+    st = settle(steady.call, 4, steady, None)
+    assert st.throttled and st.spent_ms >= SETTLE_MAX_MS
+    free = _ThrottlingGPU(fast_ms=0.94, slow_ms=0.94, ramp_ms=1.0, drop_mhz=0, capped=False)
+    assert not settle(free.call, 4, free, None).throttled
+
+
+class _Flush:
+    def numel(self) -> int:
+        return 64 << 20
+
+
+def test_a_call_under_the_power_limiter_is_sampled_across_its_swing():
+    # A steady 1 ms call reaches a 1% CI within a few batches; under the limiter the samples must
+    # still span THROTTLED_SAMPLE_MS (the clock swings over about a second), and the method says so.
+    import time
+
+    from skillbase.toolchain.timing import THROTTLED_SAMPLE_MS, TimingPlan, measure
+
+    counts = {}
+    for capped in (False, True):
+        gpu = _ThrottlingGPU(fast_ms=1.0, slow_ms=1.0, ramp_ms=1.0, drop_mhz=0, capped=capped)
+        t0 = time.perf_counter()
+        samples, method = measure(gpu.call, 2, gpu, _Flush(), TimingPlan(budget_s=0.3))
+        took_ms = (time.perf_counter() - t0) * 1e3
+        counts[capped] = len(samples)
+        if capped:
+            assert "power limiter" in method and "across its swing" in method
+            # settling (SETTLE_MAX_MS) then sampling for at least THROTTLED_SAMPLE_MS of wall time
+            assert took_ms >= 1000.0 + THROTTLED_SAMPLE_MS
+        else:
+            assert "stopped slowing down" in method and took_ms < 600
+    # every call sleeps 0.4 ms on the host: a second of sampling is over a thousand samples, where the
+    # free call stopped at its CI within a batch or two
+    assert counts[False] < 200 < 1000 < counts[True]
