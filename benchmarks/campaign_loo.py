@@ -16,7 +16,9 @@ store; stopping and masking excluded):
 
 - suggest: ``Retriever.suggest`` with its default rule (expected improvement), exactly what
   ``skillbase suggest`` answers;
-- uniform random, and most popular (most tried in the problem's family, else anywhere);
+- uniform random; most popular overall (most tried anywhere in the store, the usual popularity
+  baseline); most popular in the family (most tried in the problem's family, else anywhere: a
+  popularity baseline that already uses the memory's task understanding);
 - KernelBlaster-style: a table from the bottleneck state (family and bottleneck of the current
   kernel, falling back to the bottleneck alone, then everything) to techniques with their predicted
   speedup (the measured geometric-mean gain; 1.0 when unmeasured), sampled without replacement with a
@@ -105,6 +107,16 @@ class SuggestEI:
         return [s.technique for s in ctx.retriever.suggest(task=ctx.task, attempts=ctx.attempts, k=k, rule="ei")]
 
 
+class PopularOverall:
+    """Most popular with no task context at all: the techniques tried most often anywhere in the store."""
+
+    name = "most popular overall (most tried anywhere)"
+
+    def ranked(self, ctx, k):
+        tries = {v.technique: v.tries for v in ctx.retriever.store.graph.technique_values()}
+        return sorted(ctx.open_candidates(), key=lambda t: (-tries.get(t, 0), t))[:k]
+
+
 class BlasterTable:
     """KernelBlaster-style: bottleneck state -> techniques with predicted speedups, softmax (tau 0.5)."""
 
@@ -170,7 +182,7 @@ def _of_task(record: dict, task: str | None) -> bool:
 
 def evaluate(cases: list[Case], campaign: Path, work: Path, samples: int) -> dict:
     """Hit rates at 1 and 3 per policy (and the ablations), per problem and overall."""
-    policies = [SuggestEI(), RandomPolicy(), PopularPolicy(), BlasterTable(), GraphTPolicy()]
+    policies = [SuggestEI(), RandomPolicy(), PopularOverall(), PopularPolicy(), BlasterTable(), GraphTPolicy()]
     variants = {
         "suggest, built-in seeds only (no campaign memory)": (None, lambda n: n not in CAMPAIGN_SKILLS),
         "suggest, campaign data without the campaign skills": (campaign, lambda n: n not in CAMPAIGN_SKILLS),
