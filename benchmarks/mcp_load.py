@@ -59,7 +59,6 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 # The client processes inherit the token through the environment (they import this module afresh).
 TOKEN = os.environ.setdefault("SKILLBASE_LOAD_TOKEN", "load-" + uuid.uuid4().hex)
-DEFAULT_OUT = ROOT / "benchmarks" / "results" / "cpu-2026-11-25" / "mcp_load.json"
 RECALLS = [{"task": "row_softmax", "k": 5}, {"query": "softmax rows too wide for registers", "k": 5},
            {"task": "matmul", "k": 5}, {"query": "shared memory bank conflicts in a transpose", "k": 5},
            {"task": "layernorm", "k": 5}, {"query": "memory bound elementwise kernel, vectorized loads", "k": 5}]
@@ -476,7 +475,7 @@ def main(argv: list[str] | None = None) -> dict:
                     help="with --profile: py-spy the client processes too (one raw profile each)")
     ap.add_argument("--loop", choices=("asyncio", "uvloop"), default=None,
                     help="the client processes' event loop (default: uvloop when installed: less CPU per call)")
-    ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    ap.add_argument("--out", type=Path, help="write the JSON here (default: print the summary only)")
     args = ap.parse_args(argv)
 
     loop = args.loop or ("uvloop" if importlib.util.find_spec("uvloop") else "asyncio")
@@ -529,9 +528,10 @@ def main(argv: list[str] | None = None) -> dict:
         }
         if args.profile:
             result["profile"] = str(args.profile / ("server.cpu.pyspy.txt" if args.profile_cpu else "server.pyspy.txt"))
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, indent=1) + "\n")
-        print(f"wrote {args.out}")
+        if args.out:
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(json.dumps(result, indent=1) + "\n")
+            print(f"wrote {args.out}")
         return result
     finally:
         if chroma is not None:

@@ -784,13 +784,13 @@ def _measure_scale(store, embedder, st: dict, args, rng: random.Random, home: Pa
     cp["model_alone_texts_per_s"] = round(len(sample) / model_s, 1)
     cp["model_alone_sample"] = len(sample)
     cp["model_alone_note"] = (f"{len(sample)} texts drawn from the ingested records ({mix_a:.0%} attempts, the rest "
-                              f"lessons, each at its own word-piece limit), batch 64, {alone._m.threads} torch thread(s)")
+                              f"lessons, each at its own word-piece limit), batch 64, {alone._m.threads} thread(s), {alone.runtime}")
     cp["ingest_vs_model"] = round(cp["ingest_records_per_s"] / cp["model_alone_texts_per_s"], 3)
     short = [f"{t.replace('-', ' ')} helped {f} kernels" for f, plan in FAMILY_PLAN.items() for t in plan[2]] * 8
     t0 = time.monotonic()
     alone._m.encode(short[:512], None)
     cp["model_alone_short_texts_per_s"] = round(512 / (time.monotonic() - t0), 1)
-    alone._m.st = None
+    alone._m.st = alone._m.encoder = None  # free the second copy of the weights
     log(f"model alone: {cp['model_alone_texts_per_s']} texts/s on the same texts "
         f"({cp['model_alone_short_texts_per_s']} on short ones); ingest {cp['ingest_records_per_s']} records/s "
         f"= {cp['ingest_vs_model']:.0%} of it")

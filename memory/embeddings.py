@@ -26,6 +26,7 @@ from skillbase.errors import ConfigError, StoreError
 from skillbase.memory.batching import Batcher, BatchStats
 
 DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2"
+BACKENDS = ("auto", "onnx", "torch")
 
 
 def default_model_path() -> Path:
@@ -146,8 +147,14 @@ class _Recent:
 class _Model:
     """The lazily loaded sentence-transformers model, shared by embedders."""
 
-    def __init__(self, model: str | None, device: str, batch_size: int, threads: int | None):
+    def __init__(self, model: str | None, device: str, batch_size: int, threads: int | None, backend: str = "auto"):
+        if backend not in BACKENDS:
+            raise ConfigError(f"unknown embedding backend {backend!r}", hint=f"one of {', '.join(BACKENDS)}")
         self.arg = model
+        self.backend = backend
+        self.encoder = None  # the ONNX Runtime encoder, once opened
+        self.encoder_note = ""  # which runtime embeds, or why not ONNX Runtime
+        self._encoder_tried = False
         # Half the cores (at most 4): OpenMP threads that find their core busy
         # (another store process, a benchmark worker) stall every barrier; on
         # a loaded 2-core machine two threads ran 7x slower than one.
@@ -180,6 +187,31 @@ class _Model:
                 ) from e
             return self.st
 
+    def onnx(self):
+        """The ONNX Runtime encoder where it can run this model (see memory.onnx_encoder), else None.
+        ``backend``: 'auto' tries it on the CPU and falls back to torch, saying why in
+        ``encoder_note``; 'onnx' insists; 'torch' never tries."""
+        if self.backend == "torch" or self.device != "cpu":
+            return None
+        with self.lock:
+            if not self._encoder_tried:
+                self._encoder_tried = True
+                from skillbase.memory.onnx_encoder import open_encoder
+
+                path = Path(self.arg).expanduser() if self.arg else default_model_path()
+                if path.is_dir():
+                    self.encoder, self.encoder_note = open_encoder(path, self.threads, self.load)
+                else:
+                    self.encoder_note = "the model is named, not a directory"
+                if self.encoder is None and self.backend == "onnx":
+                    raise StoreError(f"cannot run the embedding model with ONNX Runtime: {self.encoder_note}",
+                                     hint="set SKILLBASE_EMBEDDING_BACKEND=torch (or auto)")
+            return self.encoder
+
+    def dimension(self) -> int:
+        enc = self.onnx()
+        return enc.dim if enc is not None else int(self.load().get_sentence_embedding_dimension())
+
     def encode(self, texts: list[str], max_tokens: int | None) -> np.ndarray:
         """Embeddings of ``texts``, computed together with other threads' pending texts."""
         return np.stack(self.batcher.submit([(t, max_tokens) for t in texts])).astype(np.float32, copy=False)
@@ -196,6 +228,14 @@ class _Model:
         return out  # type: ignore[return-value]
 
     def _encode(self, texts: list[str], max_tokens: int | None) -> np.ndarray:
+        enc = self.onnx()
+        if enc is not None:
+            with self.lock:
+                t0 = time.perf_counter()
+                vecs = enc.encode(texts, max_tokens, self.batch_size)
+                self.encode_s += time.perf_counter() - t0
+                self.computed += len(texts)
+            return vecs
         import torch
 
         with self.lock:
@@ -224,7 +264,8 @@ class Embedder:
 
     ``model`` is a sentence-transformers model directory (or a name already in
     the local Hugging Face cache); None means the packaged all-MiniLM-L6-v2.
-    ``threads``: torch threads while embedding (default: half the cores, 1-4).
+    ``threads``: threads while embedding (default: half the cores, 1-4).
+    ``backend``: 'auto' (ONNX Runtime on the CPU where the model allows, else torch), 'onnx', 'torch'.
     The weights are the expensive part: build one Embedder per process and
     give each store its own cache with ``for_cache(path)``, which shares them.
     """
@@ -237,9 +278,10 @@ class Embedder:
         device: str = "cpu",
         batch_size: int = 64,
         threads: int | None = None,
+        backend: str = "auto",
         _shared: _Model | None = None,
     ):
-        self._m = _shared or _Model(model, device, batch_size, threads)
+        self._m = _shared or _Model(model, device, batch_size, threads, backend)
         self.name = self._m.name
         self.cache = EmbeddingCache(cache_path) if cache_path else None
         # In front of this cache only, so a hit here is always in the cache file too.
@@ -252,7 +294,14 @@ class Embedder:
     @property
     def loaded(self) -> bool:
         """Whether the model weights are in memory."""
-        return self._m.st is not None
+        return self._m.st is not None or self._m.encoder is not None
+
+    @property
+    def runtime(self) -> str:
+        """Which runtime embeds ('ONNX Runtime (...)', or why torch does); empty before the first text."""
+        return self._m.encoder_note if self._m.encoder is not None else (
+            f"torch (sentence-transformers){': ' + self._m.encoder_note if self._m.encoder_note else ''}"
+            if self._m.st is not None else "")
 
     @property
     def computed(self) -> int:
@@ -272,7 +321,7 @@ class Embedder:
     @property
     def dim(self) -> int:
         """Embedding dimension (loads the model)."""
-        return int(self._m.load().get_sentence_embedding_dimension())
+        return self._m.dimension()
 
     def key(self, text: str, max_tokens: int | None) -> str:
         """Cache key of a text under this model and token limit."""

@@ -125,7 +125,7 @@ class Store:
             wanted = settings.embedding_model or DEFAULT_MODEL_NAME
             if embedder is not None and embedder.name != wanted:
                 raise ConfigError(f"the embedder given runs {embedder.name!r}, but the settings ask for {wanted!r}")
-            emb = (embedder or Embedder(settings.embedding_model)).for_cache(settings.cache_dir / "embeddings.sqlite3")
+            emb = (embedder or Embedder(settings.embedding_model, backend=settings.embedding_backend)).for_cache(settings.cache_dir / "embeddings.sqlite3")
             vectors = VectorIndex(settings, store_id=ledger.store_id, model=emb.name)
         except BaseException:
             ledger.close()

@@ -34,7 +34,7 @@ from skillbase.models import (
     Attempt, AttemptSummary, BenchmarkResult, BenchReport, Candidate, CompileReport, Experience, Feedback,
     InitReport, ProfileReport, RecallResult, Skill, SkillVersion, Suggestion, TaskInfo, TaskSummary,
 )
-from skillbase.toolchain import roofline, understand
+from skillbase.toolchain import roofline, tasks, understand
 
 Progress = Callable[[float, str], None]
 
@@ -451,6 +451,10 @@ class SkillBase:
     # -- helpers ----------------------------------------------------------------------
 
     def _task_name(self, task: str) -> str:
+        # A built-in task's name is its folder's: no need to read, hash and describe it (a deep copy of
+        # its description per call was half of attempt_history's time under load).
+        if "/" not in task and (tasks.builtin_dir() / task / "task.py").is_file():
+            return task
         try:
             return self.task(task).name
         except NotFound:

@@ -26,6 +26,9 @@ class Settings(BaseModel):
     embedding_model: str | None = Field(
         None, description="sentence-transformers model path (SKILLBASE_EMBEDDING_MODEL); default: the packaged all-MiniLM-L6-v2"
     )
+    embedding_backend: Literal["auto", "onnx", "torch"] = Field(
+        "auto", description="what runs the embedding model (SKILLBASE_EMBEDDING_BACKEND): ONNX Runtime where the "
+                            "model allows, else torch; or one of them")
     device: Literal["auto", "cuda", "cpu"] = Field("auto", description="SKILLBASE_DEVICE")
     max_source_bytes: int = Field(256_000, description="largest task or solution source accepted")
     compile_timeout_s: float = Field(180.0, description="wall-clock limit for one compile")
@@ -54,6 +57,7 @@ class Settings(BaseModel):
         }
         for key, name, kind in (
             ("device", "SKILLBASE_DEVICE", str),
+            ("embedding_backend", "SKILLBASE_EMBEDDING_BACKEND", str),
             ("max_source_bytes", "SKILLBASE_MAX_SOURCE_BYTES", int),
             ("compile_timeout_s", "SKILLBASE_COMPILE_TIMEOUT_S", float),
             ("eval_timeout_s", "SKILLBASE_EVAL_TIMEOUT_S", float),
