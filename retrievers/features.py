@@ -15,6 +15,7 @@ import ast
 import re
 from dataclasses import dataclass, field
 
+from skillbase import pyast
 from skillbase.models import CodeFeatures
 
 # tl.* calls too common to say anything about a kernel.
@@ -139,7 +140,7 @@ def analyze_source(source: str, *, max_bytes: int = MAX_ANALYZED_BYTES) -> Sourc
         return SourceAnalysis(CodeFeatures(parse_error="the source is empty"), notes=notes)
     language = detect_language(source)
     try:
-        tree = ast.parse(source)
+        tree = pyast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError) as e:
         where = f"line {e.lineno}: " if isinstance(e, SyntaxError) and e.lineno else ""
         msg = e.msg if isinstance(e, SyntaxError) else str(e) or type(e).__name__

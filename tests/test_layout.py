@@ -142,3 +142,17 @@ def test_an_uninstalled_checkout_maps_the_namespace(tmp_path):
                              timeout=60, env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"})
         assert out.returncode == 0, out.stderr
         assert out.stdout.split() == ["True", "skillbase.seeds", "True"], out.stdout
+
+
+def test_python_source_is_parsed_through_one_lock():
+    """Every ``ast.parse`` of the project goes through ``skillbase.pyast.parse`` (CPython 3.11's parser
+    shares its depth counter between threads, and parallel evaluations parse candidates at once)."""
+    offenders = []
+    for name, path in project_modules().items():
+        if name == "skillbase.pyast":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "parse"
+                    and isinstance(node.func.value, ast.Name) and node.func.value.id == "ast"):
+                offenders.append(f"{name}:{node.lineno}")
+    assert not offenders, f"ast.parse outside skillbase.pyast: {offenders}"

@@ -10,6 +10,8 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
+from skillbase import pyast
+
 # torch calls that allocate, describe or configure but compute nothing.
 _NON_COMPUTE = {
     "empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones", "ones_like", "full", "full_like",
@@ -128,7 +130,7 @@ def find_reference_use(tree: ast.AST) -> list[Finding]:
 def analyze(source: str) -> tuple[list[Finding], str | None]:
     """All static findings of a solution, and the syntax error if it does not parse."""
     try:
-        tree = ast.parse(source)
+        tree = pyast.parse(source)
     except SyntaxError as e:
         return [], f"line {e.lineno}: {e.msg}"
     return find_fallbacks(tree) + find_reference_use(tree), None
@@ -141,7 +143,7 @@ def kernel_names(source: str) -> set[str]:
     bounds = r"(?:__launch_bounds__\s*\([^)]*\)\s*)?"
     names = set(re.findall(rf"__global__\s+{bounds}void\s+{bounds}(\w+)", source))
     try:
-        tree = ast.parse(source)
+        tree = pyast.parse(source)
     except SyntaxError:
         return names
     for node in ast.walk(tree):
