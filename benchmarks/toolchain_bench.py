@@ -89,7 +89,7 @@ def do_bench_passes(task_path: str, solution_path: str, passes: int = DOBENCH_PA
         first = list(tm.get_inputs())
         in_bytes = sum(x.numel() * x.element_size() for x in first if isinstance(x, torch.Tensor))
         free, _ = torch.cuda.mem_get_info()
-        n = max(1, min(4, int(0.2 * free // max(in_bytes, 1))))
+        n = timing.input_set_count(in_bytes, free)
         sets = [first]
         for seed in range(2, n + 1):
             torch.manual_seed(seed)

@@ -299,9 +299,12 @@ class Embedder:
     @property
     def runtime(self) -> str:
         """Which runtime embeds ('ONNX Runtime (...)', or why torch does); empty before the first text."""
-        return self._m.encoder_note if self._m.encoder is not None else (
-            f"torch (sentence-transformers){': ' + self._m.encoder_note if self._m.encoder_note else ''}"
-            if self._m.st is not None else "")
+        m = self._m
+        if m.encoder is not None:
+            return m.encoder_note
+        if m.st is None:
+            return ""
+        return "torch (sentence-transformers)" + (f": {m.encoder_note}" if m.encoder_note else "")
 
     @property
     def computed(self) -> int:

@@ -9,8 +9,8 @@ machine it is about 1e-7). After that, a process embeds without importing torch,
 sentence-transformers: the tokenizer is the model's own ``tokenizer.json`` through ``tokenizers``,
 the forward is one ONNX Runtime call, which runs the whole graph outside the interpreter lock.
 
-Measured on this 2-core machine (one thread, a 50-token lesson): 6.4 ms a text against 14.1 ms
-through sentence-transformers (4.8 against 8.9 ms in batches of 64), the same vectors. A server that embeds the lessons its clients write
+Measured on this 2-core machine (one thread, lesson-sized texts, ``benchmarks/embed_bench.py``): 8.5 ms
+a text against 18.6 ms through sentence-transformers (8.2 against 15.1 in batches of 64), the same vectors. A server that embeds the lessons its clients write
 spends that time on a core of its own instead of holding the interpreter for every layer.
 """
 

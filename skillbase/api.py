@@ -453,10 +453,9 @@ class SkillBase:
     def _task_name(self, task: str) -> str:
         # A built-in task's name is its folder's: no need to read, hash and describe it (a deep copy of
         # its description per call was half of attempt_history's time under load).
-        if "/" not in task and (tasks.builtin_dir() / task / "task.py").is_file():
-            return task
         try:
-            return self.task(task).name
+            path, builtin = tasks.resolve_task_path(task)
+            return tasks.task_name(path, builtin) if builtin else self.task(task).name
         except NotFound:
             return task  # a task only the store knows
 

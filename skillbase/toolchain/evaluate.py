@@ -667,8 +667,7 @@ class Evaluation:
         torch = self.torch
         in_bytes = sum(x.numel() * x.element_size() for x in like if isinstance(x, torch.Tensor))
         free, _ = torch.cuda.mem_get_info(self.dev)
-        n = max(1, min(4, int(0.2 * free // max(in_bytes, 1))))
-        return [self.draw(tm, self.fresh_seed()) for _ in range(n)]
+        return [self.draw(tm, self.fresh_seed()) for _ in range(timing.input_set_count(in_bytes, free))]
 
     def plan(self) -> timing.TimingPlan:
         t = self.req["timing"]

@@ -162,6 +162,11 @@ class Clock:
             return None
 
 
+def input_set_count(input_bytes: int, free_bytes: int) -> int:
+    """How many input sets to rotate over while timing: up to 4, together within a fifth of free memory."""
+    return max(1, min(4, int(0.2 * free_bytes // max(input_bytes, 1))))
+
+
 def flush_buffer(clock: Clock, device: Any, l2_bytes: int | None):
     """A buffer whose memset evicts L2: at least 256 MB and twice the L2 size (like do_bench)."""
     nbytes = max(256 * 1024 * 1024, 2 * (l2_bytes or 0))
@@ -242,8 +247,7 @@ def settle(call: Callable[[int], Any], n_sets: int, clock: Clock, flush: Any) ->
         windows.append(clock.elapsed(s, e) * 1e3 / n)
         mhz = clock.sm_mhz() or 0
         top = max(top, mhz)
-        capped = getattr(clock, "power_limited", None)
-        throttled = throttled or 0 < mhz < top - SETTLE_CLOCK_DROP_MHZ or bool(capped and capped())
+        throttled = throttled or 0 < mhz < top - SETTLE_CLOCK_DROP_MHZ or bool(clock.power_limited())
         if not throttled and len(windows) >= 2 and windows[-1] <= windows[-2] * (1 + SETTLE_FLAT):
             break
     return Settled(windows, (time.perf_counter() - began) * 1e3, throttled)
@@ -344,14 +348,13 @@ def measure(
     # queued before this one is read, so the GPU never idles while the host reads events and checks
     # the CI. (Read after a full stop, the few ms of host work per 40 ms batch left the GPU idle
     # about a tenth of the time, and a power-limited GEMM ran 4-6% faster than under do_bench.)
-    wait = getattr(clock, "wait", None)
     pending = queue()
     while True:
         ahead = None if hold else queue()
-        if ahead is None or wait is None:
+        if ahead is None:
             clock.synchronize()  # device-wide: every stream's work is done before events are read
         else:
-            wait(pending[1][-1])  # this batch's last end event; the next batch keeps the GPU busy
+            clock.wait(pending[1][-1])  # this batch's last end event; the next batch keeps the GPU busy
         read(pending)
         spent = time.perf_counter() - start
         if progress:
