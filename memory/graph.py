@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import networkx as nx
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from skillbase.memory.records import Change
 from skillbase.models import family_lineage
@@ -56,10 +56,14 @@ TOP_PER_CLASS = 16
 SIMILAR_PER_FAMILY = 32
 PRIOR_VAR = 0.25  # prior variance of a log-gain: a standard deviation of 0.5 (x1.65)
 UNTIMED_SCORE = -1.0  # tried, never measured faster or slower: only failures
+VALUE_TABLES_MAX = 4096  # technique_values answers kept (dropped together when full)
 
 
 class TechniqueValue(BaseModel):
-    """What applying a technique has been worth in one context."""
+    """What applying a technique has been worth in one context. Frozen: the graph hands the same
+    instances to every caller until the context's values change."""
+
+    model_config = ConfigDict(frozen=True)
 
     technique: str
     context: str = Field(description="graph context node, e.g. 'class:softmax:fp32:large' or 'after:online-softmax'")
@@ -244,6 +248,9 @@ class ReasoningGraph:
         # Per family, the techniques each task stepped and those that made it faster: (seq it
         # reflects, {task: (tried, improved)}), built on lookup.
         self._coverage: dict[str, tuple[int, dict[str, tuple[frozenset[str], frozenset[str]]]]] = {}
+        # technique_values answers, per (context, arch, min_tries), until a value edge changes: a recall
+        # asks for some 30 tables, and lessons and attempts without techniques change none of them.
+        self._values: dict[tuple[str, str | None, int], list[TechniqueValue]] = {}
 
     # -- building ------------------------------------------------------------
 
@@ -302,6 +309,12 @@ class ReasoningGraph:
         if not self.g.has_edge(u, v, key):
             self.g.add_edge(u, v, key=key, **attrs)
         return self.g.edges[u, v, key]
+
+    def _count_value(self, ctx: str, technique: str, arch: str, gain: float | None, when: float) -> None:
+        """One application of ``technique`` in context ``ctx`` on ``arch``, with its gain (None: failed or untimed)."""
+        stats = self._edge(ctx, f"tech:{technique}", f"value|{arch}", kind="value", arch=arch, stats=_new_stats())
+        _update(stats["stats"], gain, when)
+        self._values.clear()
 
     def _tech(self, name: str) -> str:
         node = f"tech:{name}"
@@ -401,8 +414,7 @@ class ReasoningGraph:
         for ctx in _contexts(p["sig"], family, p["bn"]) + _state_contexts(family, p.get("ps")):
             self._node(ctx, kind=ctx.split(":", 1)[0])
             for t in step:
-                stats = self._edge(ctx, f"tech:{t}", f"value|{arch}", kind="value", arch=arch, stats=_new_stats())
-                _update(stats["stats"], gain, when)
+                self._count_value(ctx, t, arch, gain, when)
         for a in p["step"]:
             for b in step:
                 if a != b:
@@ -444,8 +456,7 @@ class ReasoningGraph:
             for ctx in _contexts(r["signature"], r["family"], r["bottleneck"]):
                 self._node(ctx, kind=ctx.split(":", 1)[0])
                 for t in r["techniques"]:
-                    stats = self._edge(ctx, f"tech:{t}", f"value|{arch}", kind="value", arch=arch, stats=_new_stats())
-                    _update(stats["stats"], r["gain"], when)
+                    self._count_value(ctx, t, arch, r["gain"], when)
 
     def _put_profile(self, r: dict[str, Any]) -> None:
         """An attempt's profile state: the attempt joins its state node, and the steps already taken
@@ -470,8 +481,7 @@ class ReasoningGraph:
             for ctx in _state_contexts(family, state):
                 self._node(ctx, kind=ctx.split(":", 1)[0])
                 for t in data["techniques"]:
-                    stats = self._edge(ctx, f"tech:{t}", f"value|{arch}", kind="value", arch=arch, stats=_new_stats())
-                    _update(stats["stats"], data.get("gain"), c["created"])
+                    self._count_value(ctx, t, arch, data.get("gain"), c["created"])
 
     def _put_skill(self, skill) -> None:
         node = f"skill:{skill.name}"
@@ -512,7 +522,11 @@ class ReasoningGraph:
         standard error)."""
         ctx = state_node(profile_state, family) if profile_state else context_node(task_class, family, bottleneck)
         pooled: dict[str, dict[str, float]] = {}
+        key = (ctx, arch, min_tries)
         with self._lock:
+            known = self._values.get(key)
+            if known is not None:
+                return list(known)
             if ctx not in self.g:
                 return []
             for _, v, data in self.g.out_edges(ctx, data=True):
@@ -520,8 +534,12 @@ class ReasoningGraph:
                     continue
                 t = v.split(":", 1)[1]
                 pooled[t] = _merge(pooled[t], data["stats"]) if t in pooled else dict(data["stats"])
-        values = [_value(t, ctx, arch, s) for t, s in pooled.items() if s["tries"] >= min_tries]
-        return sorted(values, key=lambda v: (-v.score, -v.tries, v.technique))
+            values = sorted((_value(t, ctx, arch, s) for t, s in pooled.items() if s["tries"] >= min_tries),
+                            key=lambda v: (-v.score, -v.tries, v.technique))
+            if len(self._values) >= VALUE_TABLES_MAX:
+                self._values.clear()
+            self._values[key] = values
+        return list(values)
 
     def transitions_from(self, technique: str, *, min_tries: int = 1) -> list[TechniqueValue]:
         """Techniques applied right after ``technique`` in lineages, with how

@@ -129,6 +129,11 @@ class CollectionIndex:
         self.main: Segment | None = None
         self.delta: dict[str, Doc] = {}
         self.hidden: set[int] = set()  # main rows superseded by the delta
+        # The delta's postings (token -> {id: term frequency}) and lengths, kept as records come and
+        # go: a query scores only the delta records that share a word with it.
+        self._postings: dict[str, dict[str, int]] = {}
+        self._lengths: dict[str, int] = {}
+        self._total_length = 0
 
     @property
     def size(self) -> int:
@@ -136,14 +141,39 @@ class CollectionIndex:
             1 for i in self.delta if not self.main or i not in self.main.row)
 
     def put(self, doc: Doc) -> None:
+        self._unpost(doc.id)
         self.delta[doc.id] = doc
+        for token, f in Counter(doc.tokens).items():
+            self._postings.setdefault(token, {})[doc.id] = f
+        self._lengths[doc.id] = len(doc.tokens)
+        self._total_length += len(doc.tokens)
         if self.main is not None and doc.id in self.main.row:
             self.hidden.add(self.main.row[doc.id])
 
     def remove(self, doc_id: str) -> None:
+        self._unpost(doc_id)
         self.delta.pop(doc_id, None)
         if self.main is not None and doc_id in self.main.row:
             self.hidden.add(self.main.row[doc_id])
+
+    def clear_delta(self) -> None:
+        """Forget the delta (its records are in a new main index)."""
+        self.delta.clear()
+        self._postings.clear()
+        self._lengths.clear()
+        self._total_length = 0
+
+    def _unpost(self, doc_id: str) -> None:
+        old = self.delta.get(doc_id)
+        if old is None:
+            return
+        for token in set(old.tokens):
+            post = self._postings.get(token)
+            if post is not None:
+                post.pop(doc_id, None)
+                if not post:
+                    del self._postings[token]
+        self._total_length -= self._lengths.pop(doc_id, 0)
 
     def needs_rebuild(self) -> bool:
         n = self.main.n if self.main else 0
@@ -182,25 +212,27 @@ class CollectionIndex:
         return res[:n]
 
     def _search_delta(self, qtok: list[str], where) -> list[tuple[str, float, dict]]:
+        if not self.delta:
+            return []
         n_docs = max(self.size, 1)
-        avgdl = self.main.avgdl if self.main else (sum(len(d.tokens) for d in self.delta.values()) / len(self.delta))
-        res = []
-        for doc in self.delta.values():
-            if where is not None and not matches(where, doc.meta):
+        avgdl = self.main.avgdl if self.main else self._total_length / len(self.delta)
+        avgdl = max(avgdl, 1e-9)
+        scores: dict[str, float] = {}
+        for t in qtok:  # the query's words in order, so each record's sum adds up as a scan would
+            post = self._postings.get(t)
+            if not post:
                 continue
-            tf = Counter(doc.tokens)
-            dl = len(doc.tokens)
-            s = 0.0
-            for t in qtok:
-                f = tf.get(t)
-                if not f:
-                    continue
-                idf = self.main.idf.get(t) if self.main else None
-                if idf is None:  # a word the main index has never seen: as rare as can be
-                    idf = math.log(1 + (n_docs - 1 + 0.5) / 1.5)
-                s += idf * f / (K1 * ((1 - B) + B * dl / max(avgdl, 1e-9)) + f)
-            if s > 0:
-                res.append((doc.id, s, doc.meta))
+            idf = self.main.idf.get(t) if self.main else None
+            if idf is None:  # a word the main index has never seen: as rare as can be
+                idf = math.log(1 + (n_docs - 1 + 0.5) / 1.5)
+            for doc_id, f in post.items():
+                dl = self._lengths[doc_id]
+                scores[doc_id] = scores.get(doc_id, 0.0) + idf * f / (K1 * ((1 - B) + B * dl / avgdl) + f)
+        res = []
+        for doc_id, doc in self.delta.items():  # in the delta's order: ties rank as they always did
+            s = scores.get(doc_id)
+            if s and s > 0 and (where is None or matches(where, doc.meta)):
+                res.append((doc_id, s, doc.meta))
         return res
 
 
@@ -305,7 +337,8 @@ class LexicalRetriever:
             self._db.execute("DELETE FROM docs")
             shutil.rmtree(self.dir / "segments", ignore_errors=True)
             for idx in self.indexes.values():
-                idx.main, idx.delta, idx.hidden = None, {}, set()
+                idx.main, idx.hidden = None, set()
+                idx.clear_delta()
             seq = self.seq = 0
         while seq < target:
             changes = self.store.changes(after=seq, limit=CHANGE_PAGE)
@@ -363,13 +396,15 @@ class LexicalRetriever:
                                 "ORDER BY rowid", (kind,)).fetchall()
         idx = self.indexes[kind]
         if not rows:
-            idx.main, idx.delta, idx.hidden = None, {}, set()
+            idx.main, idx.hidden = None, set()
+            idx.clear_delta()
             return
         seq = max(r[1] for r in rows)
         docs = [Doc(i, t.split(" ") if t else [], json.loads(m)) for i, _, t, m in rows]
         seg = build_segment(docs, max(seq, self._docs_seq()))
         seg.avgdl = float(np.mean([len(d.tokens) for d in docs]))
-        idx.main, idx.delta, idx.hidden = seg, {}, set()
+        idx.main, idx.hidden = seg, set()
+        idx.clear_delta()
         self._save(kind, seg)
 
     # -- segments on disk ----------------------------------------------------

@@ -450,12 +450,18 @@ class SkillBase:
 
     # -- helpers ----------------------------------------------------------------------
 
+    def task_name(self, task: str | TaskInfo) -> str:
+        """The name a task's records are stored under; NotFound for neither a built-in name nor a task file.
+        A built-in task's name is its folder's: it is not read, hashed and described for it (a deep copy
+        of its description per call was half of attempt_history's time under load)."""
+        if isinstance(task, TaskInfo):
+            return task.name
+        path, builtin = tasks.resolve_task_path(task)
+        return tasks.task_name(path, builtin) if builtin else self.task(task).name
+
     def _task_name(self, task: str) -> str:
-        # A built-in task's name is its folder's: no need to read, hash and describe it (a deep copy of
-        # its description per call was half of attempt_history's time under load).
         try:
-            path, builtin = tasks.resolve_task_path(task)
-            return tasks.task_name(path, builtin) if builtin else self.task(task).name
+            return self.task_name(task)
         except NotFound:
             return task  # a task only the store knows
 

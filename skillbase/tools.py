@@ -398,7 +398,7 @@ def suggest_next(sb: "SkillBase", args: SuggestNextInput, ctx: CallContext) -> S
 
 def record_lesson(sb: "SkillBase", args: RecordLessonInput, ctx: CallContext) -> Experience:
     _check_attempts(sb, args.after_attempt, args.before_attempt)
-    task = sb.task(resolve_task(args.task, ctx)).name if args.task else None
+    task = sb.task_name(resolve_task(args.task, ctx)) if args.task else None
     return sb.record_lesson(args.lesson, task=task, before_attempt=args.before_attempt,
                             after_attempt=args.after_attempt, techniques=args.techniques, title=args.title,
                             conditions=args.conditions, session=args.session, agent=ctx.agent)

@@ -10,6 +10,7 @@ import warnings
 
 import pytest
 from filelock import FileLock
+from pydantic import ValidationError
 
 from skillbase.memory.filters import matches
 from skillbase.memory.store import Store
@@ -271,6 +272,26 @@ def test_graph_learns_values_lineages_and_transitions(open_store, embedded_setti
     assert g.feedback("skill", "one-pass") == {"n": 1, "used": 1, "improved": 1}
     counts = g.counts()
     assert counts["attempt"] == 6 and counts["edge:derived-from"] == 4 and counts["experience"] == 2
+
+
+def test_technique_values_are_kept_until_a_value_changes(open_store, embedded_settings):
+    store = open_store(embedded_settings())
+    root = store.record_attempt(attempt(0, ms=1.0))
+    store.record_attempt(attempt(1, parent=root.id, techniques=("online-softmax",), ms=0.5))
+    g = store.graph
+    first = g.technique_values(family="softmax")
+    assert [(v.technique, v.tries) for v in first] == [("online-softmax", 1)]
+    with pytest.raises(ValidationError):
+        first[0].tries = 5  # shared between callers: frozen
+    # A lesson without techniques changes no value: the same answer, not recomputed.
+    store.record_experience(lesson("no technique named", techniques=(), gain=None))
+    again = store.graph.technique_values(family="softmax")
+    assert again == first and again[0] is first[0]
+    # Each kind of record that counts a value makes the next answer new.
+    store.record_attempt(attempt(2, parent=root.id, techniques=("online-softmax",), ms=0.8))
+    assert [(v.technique, v.tries) for v in store.graph.technique_values(family="softmax")] == [("online-softmax", 2)]
+    store.record_experience(lesson("curated: fuse max and sum", after=None, gain=1.4))
+    assert store.graph.technique_values(family="softmax")[0].tries == 3
 
 
 def test_graph_snapshot_round_trip_and_refusal(embedded_settings, open_store):

@@ -54,3 +54,55 @@ def test_technique_lessons_follow_new_lessons(tmp_path, embedder):
         assert [r.id for r in graph.experience_refs("cache-hints", "softmax")] == ["exp_g_2", "exp_g_1"]
     finally:
         store.close()
+
+
+def _scan(idx, qtok, where):
+    """BM25 of every delta record, one by one: what the delta's postings must reproduce."""
+    import math
+    from collections import Counter
+
+    from skillbase.memory.filters import matches
+    from skillbase.retrievers.lexical import B, K1
+
+    n_docs = max(idx.size, 1)
+    avgdl = idx.main.avgdl if idx.main else sum(len(d.tokens) for d in idx.delta.values()) / len(idx.delta)
+    out = []
+    for doc in idx.delta.values():
+        if where is not None and not matches(where, doc.meta):
+            continue
+        tf, s = Counter(doc.tokens), 0.0
+        for t in qtok:
+            if tf.get(t):
+                idf = (idx.main.idf.get(t) if idx.main else None) or math.log(1 + (n_docs - 1 + 0.5) / 1.5)
+                s += idf * tf[t] / (K1 * ((1 - B) + B * len(doc.tokens) / max(avgdl, 1e-9)) + tf[t])
+        if s > 0:
+            out.append((doc.id, s, doc.meta))
+    return out
+
+
+def test_delta_postings_score_as_a_scan_of_every_record():
+    import random
+
+    from skillbase.retrievers.lexical import CollectionIndex, Doc, build_segment
+
+    rng = random.Random(7)
+    words = [f"w{i}" for i in range(40)]
+
+    def doc(i):
+        return Doc(f"d{i}", [rng.choice(words) for _ in range(rng.randint(1, 12))], {"family": rng.choice("ab")})
+
+    for main in (None, build_segment([doc(i) for i in range(30)], seq=30)):
+        idx = CollectionIndex("experiences")
+        idx.main = main
+        for step in range(400):
+            i = rng.randrange(60)
+            if rng.random() < 0.2:
+                idx.remove(f"d{i}")
+            else:
+                idx.put(doc(i))  # a record written again replaces its postings
+            if step % 20 == 0 and idx.delta:
+                q = list(dict.fromkeys(rng.choice(words) for _ in range(4)))
+                for where in (None, {"family": "a"}):
+                    assert idx._search_delta(q, where) == _scan(idx, q, where)
+        idx.clear_delta()
+        assert idx._search_delta(["w1"], None) == [] and not idx._postings and idx._total_length == 0

@@ -120,3 +120,48 @@ def test_a_clients_recall_sees_its_own_lesson_and_others_do_not_wait_for_it(serv
     anyio.run(main)
     assert timings["other"] < 0.5, f"another client's recall waited {timings['other']:.2f} s for the index"
     assert timings["own"] >= 0.3, "the writer's recall did not wait for its own lesson to be indexed"
+
+
+def test_a_lesson_is_stored_while_every_search_thread_is_busy(fresh_home, monkeypatch):
+    """Writes have threads of their own: with every search thread held by a slow recall, a
+    record_lesson still answers at once (before, it waited for a free search thread)."""
+    from skillbase.api import SkillBase
+
+    monkeypatch.setenv("SKILLBASE_TOOL_THREADS", "2")
+    sb = SkillBase(Settings.from_env(env={}, home=fresh_home))
+    sb.warm_up()
+    release, started = threading.Event(), threading.Semaphore(0)
+    real_recall = sb.recall
+
+    def slow_recall(*args, **kwargs):
+        started.release()
+        release.wait(10)
+        return real_recall(*args, **kwargs)
+
+    sb.recall = slow_recall
+    port = free_port()
+    took: dict[str, float] = {}
+
+    async def main(url):
+        clients = [_client(url) for _ in range(3)]
+        async with clients[0][0], clients[0][1] as a, clients[1][0], clients[1][1] as b, \
+                clients[2][0], clients[2][1] as w:
+            async with anyio.create_task_group() as tg:
+                for c in (a, b):
+                    tg.start_soon(c.call_tool, "recall", {"query": "rows too wide for registers", "k": 1})
+                for _ in range(2):  # both search threads are now held
+                    await anyio.to_thread.run_sync(started.acquire, True, 10)
+                t0 = time.perf_counter()
+                written = await w.call_tool("record_lesson", {"lesson": "Split rows over two programs once "
+                                                              "they outgrow the registers", "task": "row_softmax"})
+                took["write"] = time.perf_counter() - t0
+                assert not written.is_error, written.content[0].text
+                release.set()
+
+    try:
+        with running(http_app(build_server(sb, warm=False), host="127.0.0.1", port=port, token=TOKEN), port):
+            anyio.run(main, f"http://127.0.0.1:{port}/mcp")
+    finally:
+        release.set()
+        sb.close()
+    assert took["write"] < 2.0, f"record_lesson waited {took['write']:.2f} s behind the searches"
