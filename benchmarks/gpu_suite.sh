@@ -11,7 +11,8 @@
 # PARTS: any of env tests bench launch cuda_build diag tune campaign suite_kb suite_pair suite_scale kb_agree kb_adv ray_smoke
 # ray_scale profile (default: env tests bench). launch: launch-bound timing. cuda_build: a CUDA C++ candidate cold, then in
 # a second process (cuda_build.json). tune: the memory-bound sweep. DIAG: specs for diag. TASKS: built-in task names
-# (default: all). NCU: TASK/SOLUTION specs to compare with Nsight Compute.
+# (default: all). NCU: TASK/SOLUTION specs to compare with Nsight Compute. DB_WARMUP: do_bench's warm-up in ms
+# for bench's comparison (default 25, do_bench's own).
 # Suite parts (issue 15; KB=path of a KernelBench checkout for the kb ones, RUNS=where run
 # directories live, default .gpu-runs; each part resumes where an earlier call stopped):
 #   suite_kb     100 level-1 candidates (campaign / honest / KernelBench's reference as ModelNew) through
@@ -94,7 +95,8 @@ for part in $PARTS; do
     bench)
       # shellcheck disable=SC2086
       $PY benchmarks/toolchain_bench.py --out "$OUT" --home "$SKILLBASE_HOME" ${TASKS:+--tasks $TASKS} \
-        ${NCU:+--ncu $NCU} 2>&1 | tee "$OUT/bench.log" | grep --line-buffered -v "^\s*$" | tail -80
+        ${NCU:+--ncu $NCU} ${DB_WARMUP:+--dobench-warmup-ms $DB_WARMUP} \
+        2>&1 | tee "$OUT/bench.log" | grep --line-buffered -v "^\s*$" | tail -80
       [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
     tune)
       $PY benchmarks/tune_memory_bound.py --json "$OUT/tune_memory_bound.json" 2>&1 | tee "$OUT/tune_memory_bound.log" ;;

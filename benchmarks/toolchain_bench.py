@@ -16,6 +16,9 @@ rejected (and the honest ones are not).
 Results go to ``--out``: ``toolchain_bench.json`` and ``toolchain_bench.md``. A
 short summary table is printed last.
 
+``--dobench-warmup-ms`` sets do_bench's warm-up (default 25 ms, its own default): its warm-up
+runs the forward back to back without the L2 flush, a denser load than the calls it then times.
+
 ``--ncu TASK/SOLUTION`` additionally compares our median with Nsight Compute's
 ``gpu__time_duration.sum`` for that solution's kernels (it runs ``ncu`` when it is
 on PATH, and prints the commands otherwise).
@@ -59,13 +62,16 @@ EXPECTED_REJECTION = {
 
 
 DOBENCH_PASSES = 6
+DOBENCH_WARMUP_MS = 25.0  # triton.testing.do_bench's default
 
 
-def do_bench_passes(task_path: str, solution_path: str, passes: int = DOBENCH_PASSES) -> dict:
+def do_bench_passes(task_path: str, solution_path: str, passes: int = DOBENCH_PASSES,
+                    warmup_ms: float = DOBENCH_WARMUP_MS) -> dict:
     """do_bench on the solution's forward, ``passes`` times, after settling the GPU as the toolchain's
-    timer does; each pass runs triton.testing.do_bench (its median, its L2 flush, default 25/100 ms)
-    once on each of the same number of freshly drawn input sets as the evaluation rotates over
-    (up to 4, within a fifth of free memory), and gives the mean of the per-set medians.
+    timer does; each pass runs triton.testing.do_bench (its median, its L2 flush, ``warmup_ms`` of
+    warm-up, 100 ms timed) once on each of the same number of freshly drawn input sets as the
+    evaluation rotates over (up to 4, within a fifth of free memory), and gives the mean of the
+    per-set medians.
 
     Several passes because one is not a stable reference for a power-limited kernel: the limiter
     moves the SM clock over about a second of load, and one 125 ms pass reads wherever it is then
@@ -101,7 +107,8 @@ def do_bench_passes(task_path: str, solution_path: str, passes: int = DOBENCH_PA
         timing.settle(lambda k: model(*sets[k]), len(sets), clock, flush)
         del flush
         for _ in range(passes):
-            meds = [float(triton.testing.do_bench(lambda: model(*s), return_mode="median")) for s in sets]
+            meds = [float(triton.testing.do_bench(lambda: model(*s), warmup=warmup_ms, return_mode="median"))
+                    for s in sets]
             per_pass.append(statistics.fmean(meds))
             first_set.append(meds[0])
     del model, sets, first
@@ -110,7 +117,7 @@ def do_bench_passes(task_path: str, solution_path: str, passes: int = DOBENCH_PA
     return {"passes_ms": per_pass, "first_set_ms": first_set, "n_sets": n}
 
 
-def evaluate(tc: Toolchain, task, name: str, dobench: bool) -> dict:
+def evaluate(tc: Toolchain, task, name: str, dobench: bool, dobench_warmup_ms: float = DOBENCH_WARMUP_MS) -> dict:
     cand = tc.resolve_solution(task, name)
     row: dict = {"task": task.name, "solution": name, "language": cand.language, "regime": task.regime,
                  "bytes": task.bytes_moved, "flops": task.flops}
@@ -124,7 +131,8 @@ def evaluate(tc: Toolchain, task, name: str, dobench: bool) -> dict:
         # GPU warms over seconds of load, and passes all after it read the later, hotter state.
         if dobench and r.verdict == "correct":
             try:
-                brackets.append(do_bench_passes(task.path, cand.path, passes=(DOBENCH_PASSES + 1) // 2))
+                brackets.append(do_bench_passes(task.path, cand.path, passes=(DOBENCH_PASSES + 1) // 2,
+                                                warmup_ms=dobench_warmup_ms))
             except Exception as e:  # report, keep going
                 row["dobench_error"] = f"{type(e).__name__}: {e}"
     first, second = runs
@@ -297,14 +305,16 @@ def fmt(v, spec=".1f", empty="-"):
     return empty if v is None else format(v, spec)
 
 
-def markdown(hw, peaks_s, rows, adv, ncu) -> str:
-    lines = [f"# Toolchain measurements on {hw.name} ({hw.arch})", "",
+def markdown(hw, peaks_s, rows, adv, ncu, warmup: str = f"{DOBENCH_WARMUP_MS:g}") -> str:
+    """``warmup``: do_bench's warm-up in ms as printed (several files rendered together may differ)."""
+    lines = [f"# Toolchain measurements on {hw.name} ({hw.arch}), do_bench warm-up {warmup} ms", "",
              f"Measured peaks (once per device, {peaks_s:.1f} s): copy {fmt(hw.peak_gbps)} GB/s (read + write), "
              f"matmul TFLOP/s {json.dumps(hw.peak_tflops)}.", "",
              "Times are medians of CUDA-event samples with L2 flushed before each call; cold = first evaluation "
              "(compiles), warm = second evaluation (result cache bypassed). Spread = |run1 - run2| / mean of the "
              "two medians. do_bench = the median of 6 passes, 3 before the warm evaluation and 3 after it, each the mean over the same number of input sets as the "
-             "evaluation rotates (up to 4) of `triton.testing.do_bench(..., return_mode='median')` on one set, on the "
+             "evaluation rotates (up to 4) of "
+             f"`triton.testing.do_bench(..., warmup={warmup}, return_mode='median')` on one set, on the "
              "same forward after the GPU is settled as our timer settles it; do_bench spread = its passes' range over "
              "their median; first set = do_bench on the first input set alone (median of its 6 passes). "
              "The cold time of each task's first solution also includes measuring the eager and torch.compile "
@@ -356,11 +366,11 @@ def summary(rows, adv) -> str:
     return "\n".join(out)
 
 
-def write_results(out: Path, hw, peaks_s, rows, adv, ncu, home) -> None:
+def write_results(out: Path, hw, peaks_s, rows, adv, ncu, home, dobench_warmup_ms: float = DOBENCH_WARMUP_MS) -> None:
     payload = {"hardware": hw.model_dump(), "peaks_s": peaks_s, "rows": rows, "adversarial": adv, "ncu": ncu,
-               "settings_home": str(home)}
+               "settings_home": str(home), "dobench_warmup_ms": dobench_warmup_ms}
     (out / "toolchain_bench.json").write_text(json.dumps(payload, indent=1, default=str))
-    (out / "toolchain_bench.md").write_text(markdown(hw, peaks_s, rows, adv, ncu))
+    (out / "toolchain_bench.md").write_text(markdown(hw, peaks_s, rows, adv, ncu, f"{dobench_warmup_ms:g}"))
 
 
 def render(paths: list[Path]) -> str:
@@ -374,7 +384,9 @@ def render(paths: list[Path]) -> str:
     adv = next((d["adversarial"] for d in reversed(parts) if d["adversarial"]), [])
     ncu = [n for d in parts for n in d["ncu"]]
     hw = Hardware(**parts[0]["hardware"])
-    return markdown(hw, parts[0]["peaks_s"], rows, adv, ncu) + "\n" + bars(rows) + "\n" + optimized_table(rows)
+    # Files written before the option existed used do_bench's default.
+    warmup = " / ".join(f"{w:g}" for w in sorted({d.get("dobench_warmup_ms", DOBENCH_WARMUP_MS) for d in parts}))
+    return markdown(hw, parts[0]["peaks_s"], rows, adv, ncu, warmup) + "\n" + bars(rows) + "\n" + optimized_table(rows)
 
 
 def optimized_table(rows: list[dict]) -> str:
@@ -430,6 +442,8 @@ def main(argv=None) -> int:
     ap.add_argument("--tasks", nargs="*", help="built-in task names (default: all)")
     ap.add_argument("--home", type=Path, help="store directory (default: a fresh temp dir)")
     ap.add_argument("--no-dobench", action="store_true", help="skip the do_bench comparison")
+    ap.add_argument("--dobench-warmup-ms", type=float, default=DOBENCH_WARMUP_MS, metavar="MS",
+                    help="do_bench's warm-up in ms (default %(default)g, do_bench's own)")
     ap.add_argument("--no-adversarial", action="store_true")
     ap.add_argument("--ncu", nargs="*", default=[], metavar="TASK/SOLUTION")
     ap.add_argument("--render", nargs="+", type=Path, metavar="JSON",
@@ -453,17 +467,17 @@ def main(argv=None) -> int:
         for name in args.tasks or tasks.builtin_names():
             task = tc.load_task(name)
             for sol in task.solutions:
-                row = evaluate(tc, task, sol, dobench=not args.no_dobench)
+                row = evaluate(tc, task, sol, dobench=not args.no_dobench, dobench_warmup_ms=args.dobench_warmup_ms)
                 rows.append(row)
                 # Written after every solution: a run cut off by a time limit keeps what it measured.
-                write_results(args.out, hw, peaks_s, rows, adv, ncu, home)
+                write_results(args.out, hw, peaks_s, rows, adv, ncu, home, args.dobench_warmup_ms)
                 print(f"{name}/{sol}: {row['verdict']} median {fmt(row.get('median_us'), '.2f')} µs, "
                       f"warm {row['warm_s']:.2f} s, cold {row['cold_s']:.2f} s", flush=True)
         if not args.no_adversarial:
             adv = adversarial(tc)
         for spec in args.ncu:
             ncu.append(ncu_compare(tc, spec, args.out))
-    write_results(args.out, hw, peaks_s, rows, adv, ncu, home)
+    write_results(args.out, hw, peaks_s, rows, adv, ncu, home, args.dobench_warmup_ms)
     print(summary(rows, adv))
     return 0 if all(a["ok"] for a in adv) and all(r["verdict"] == "correct" for r in rows) else 1
 
