@@ -213,6 +213,46 @@ def test_a_call_under_the_power_limiter_is_sampled_across_its_swing():
     assert counts[False] < 200 < 1000 < counts[True]
 
 
+class _LateLimiterGPU(_ThrottlingGPU):
+    """A heavy call that runs at boost for as long as settling looks at it (two equal windows, and it
+    stops); once sampling has begun, the limiter pulls the clock down and NVML names the power cap."""
+
+    def __init__(self):
+        super().__init__(fast_ms=1.0, slow_ms=1.15, ramp_ms=1.0, drop_mhz=0, capped=False)
+        self.sampling = False
+
+    def wait(self, event) -> None:  # only the unheld sampling loop waits for one event
+        self.sampling = True
+
+    def sm_mhz(self) -> int | None:
+        return 1590 if self.sampling else 1980
+
+    def power_limited(self) -> bool | None:
+        return self.sampling
+
+    def call(self, k: int) -> None:
+        import time
+
+        time.sleep(0.0004)
+        self.gpu_ms += self.slow if self.sampling else self.fast
+
+
+def test_a_limiter_that_acts_only_while_sampling_is_settled_and_sampled_again():
+    # Seen on an H100: matmul_bias_gelu/naive settled in 150 ms ("stopped slowing down"), the clock fell
+    # from 1980 to 1600 MHz during its 50 samples, and the evaluation read 5.5% fast.
+    from skillbase.toolchain.timing import TimingPlan, measure
+
+    gpu = _LateLimiterGPU()
+    samples, method = measure(gpu.call, 2, gpu, _Flush(), TimingPlan(budget_s=0.3))
+    assert "sampled again: the power limiter began to act" in method and "1980 -> 1590 MHz" in method
+    assert "across its swing" in method  # the second pass settled the whole time and sampled across the swing
+    # a second of sampling (THROTTLED_SAMPLE_MS) at 0.4 ms of host time a call, all at the limited speed
+    assert len(samples) > 1000 and all(x == pytest.approx(1.15) for x in samples)
+    # A call the limiter never touches is sampled once.
+    free = _ThrottlingGPU(fast_ms=1.0, slow_ms=1.0, ramp_ms=1.0, drop_mhz=0, capped=False)
+    assert "sampled again" not in measure(free.call, 2, free, _Flush(), TimingPlan(budget_s=0.3))[1]
+
+
 class _HiccupGPU(_ThrottlingGPU):
     """A 4 µs call whose host falls behind once while the hold is being decided: one of the five
     estimate calls shows a 400 µs gap between its events, as a page fault or a busy core makes it."""
