@@ -506,7 +506,10 @@ def main(argv: list[str] | None = None) -> dict:
                     r = run_load(url, home, n, args.calls, args.mix, args.procs, args.probes, server.pid, loop,
                                  args.profile if args.profile and args.profile_clients else None, args.profile_cpu)
                     runs.append(r)
-                    _print(r)
+                    try:
+                        _print(r)
+                    except BrokenPipeError:  # piped into `head`, which has exited: the runs and --out go on
+                        sys.stdout = open(os.devnull, "w")
             finally:
                 if spy is not None:
                     stop(spy)

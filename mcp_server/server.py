@@ -90,9 +90,10 @@ WRITE_THREADS = 4
 
 
 def tool_threads() -> int:
-    """Threads that run quick tool calls at once (SKILLBASE_TOOL_THREADS; default twice the
-    cores, at least 4). More only interleave on the GIL: under load every call gets slower
-    and the index follower starves. Long-running tools (benchmarks) have a pool of their own."""
+    """Threads that run searches and the other tool calls at once (SKILLBASE_TOOL_THREADS; default
+    twice the cores, at least 4). More only interleave on the GIL: under load every call gets slower
+    and the index follower starves. Long-running tools (benchmarks), key lookups (QUICK_TOOLS) and
+    lesson writes (WRITE_TOOLS) have pools of their own."""
     return int(os.environ.get("SKILLBASE_TOOL_THREADS") or max(4, 2 * (os.cpu_count() or 2)))
 
 

@@ -408,7 +408,8 @@ def measure(
     if not hold and not throttled and not _limiter_late and _limiter_began(clock, top_mhz, mhz_after):
         # Settling ended before the limiter acted (a heavy call's first ~150 ms run at boost clocks, with no
         # power reason set yet), and it pulled the clock down while the samples were taken: an H100 read
-        # matmul_bias_gelu/naive 2394 µs so, against 2530 µs settled. Settle the whole time and sample again.
+        # matmul_bias_gelu/naive 2394 µs so, and 2530 µs in its other evaluation. Settle the whole time and
+        # sample again.
         again, how = measure(call, n_sets, clock, flush, plan, progress, _limiter_late=True)
         return again, how + (f"; sampled again: the power limiter began to act only while {len(samples)} first "
                              f"samples were taken (SM clock {top_mhz} -> {mhz_after} MHz)")
