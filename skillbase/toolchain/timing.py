@@ -250,7 +250,7 @@ def settle(call: Callable[[int], Any], n_sets: int, clock: Clock, flush: Any, *,
         windows.append(clock.elapsed(s, e) * 1e3 / n)
         mhz = clock.sm_mhz() or 0
         top = max(top, mhz)
-        throttled = throttled or 0 < mhz < top - SETTLE_CLOCK_DROP_MHZ or bool(clock.power_limited())
+        throttled = throttled or _limiter_began(clock, top, mhz)
         if not throttled and len(windows) >= 2 and windows[-1] <= windows[-2] * (1 + SETTLE_FLAT):
             break
     return Settled(windows, (time.perf_counter() - began) * 1e3, throttled, top)
