@@ -43,7 +43,7 @@ def serve(transport: Literal["stdio", "http"] = "stdio", *, host: str = "127.0.0
         refuse_open_address(host, settings.http_token)
     sb = SkillBase(settings)
     try:
-        server = build(sb, workspace=workspace)
+        server = build(sb, workspace=workspace, settle_heap=True)
         if transport == "stdio":
             server.run("stdio")
         else:

@@ -251,6 +251,10 @@ class ReasoningGraph:
         # technique_values answers, per (context, arch, min_tries), until a value edge changes: a recall
         # asks for some 30 tables, and lessons and attempts without techniques change none of them.
         self._values: dict[tuple[str, str | None, int], list[TechniqueValue]] = {}
+        # Change counters for answers derived outside the graph: technique values (any value edge),
+        # and attempts or tasks (lineages, coverage, which attempts exist).
+        self.values_version = 0
+        self.attempts_version = 0
 
     # -- building ------------------------------------------------------------
 
@@ -260,10 +264,11 @@ class ReasoningGraph:
         with self._lock, _collector_paused():
             while True:
                 changes = ledger.changes_after(self.seq, limit=batch)
-                if not changes:
+                if changes:
+                    self.apply(ledger, changes)
+                    applied += len(changes)
+                if len(changes) < batch:  # the log's end: no need to ask again
                     return applied
-                self.apply(ledger, changes)
-                applied += len(changes)
 
     def apply(self, ledger, changes: list[Change]) -> None:
         """Apply changes (in seq order), reading their records from the ledger."""
@@ -315,6 +320,7 @@ class ReasoningGraph:
         stats = self._edge(ctx, f"tech:{technique}", f"value|{arch}", kind="value", arch=arch, stats=_new_stats())
         _update(stats["stats"], gain, when)
         self._values.clear()
+        self.values_version += 1
 
     def _tech(self, name: str) -> str:
         node = f"tech:{name}"
@@ -327,6 +333,7 @@ class ReasoningGraph:
 
     def _put_task(self, rec) -> None:
         """A task's traced families beyond its primary one, as ``has-family`` edges."""
+        self.attempts_version += 1
         info = rec.info
         if info is None or len(info.families) < 2:
             return
@@ -374,6 +381,7 @@ class ReasoningGraph:
         node = f"att:{r['id']}"
         if node in self.g:
             return
+        self.attempts_version += 1
         task = self._task(r["task"], r["signature"], r["family"], r["dtype"], r["regime"])
         when = _epoch(r["created_at"])
         parent = f"att:{r['parent_id']}" if r["parent_id"] else None

@@ -121,6 +121,7 @@ class Ledger:
     @contextmanager
     def write(self) -> Iterator[sqlite3.Cursor]:
         """One write transaction (``BEGIN IMMEDIATE``): all or nothing."""
+        self._local.pinned = None  # a pinned seq would hide this block's own change
         with self._lock:
             cur = self._conn.cursor()
             self._local.writing = getattr(self._local, "writing", 0) + 1
@@ -143,6 +144,7 @@ class Ledger:
         transaction holding it is committed."""
         if getattr(self._local, "writing", 0):  # already inside a transaction of this thread
             return job(self._conn.cursor())
+        self._local.pinned = None
         outcome = self._group.submit([job])[0]
         if outcome.error is not None:
             raise outcome.error
@@ -218,8 +220,34 @@ class Ledger:
         )
 
     def max_seq(self) -> int:
-        """The last change-log sequence number committed."""
+        """The last change-log sequence number committed (inside ``pinned_seq``: the one read
+        when the block began)."""
+        pinned = getattr(self._local, "pinned", None)
+        if pinned is not None:
+            return pinned
+        return self.committed_seq()
+
+    def committed_seq(self) -> int:
+        """The last change-log sequence number committed, read now even inside ``pinned_seq``:
+        for checks that a cache is ahead of the ledger (it was restored), which a pinned seq
+        older than a cache another thread just advanced would fake."""
         return self._query("SELECT COALESCE(MAX(seq), 0) FROM outbox")[0][0]
+
+    @contextmanager
+    def pinned_seq(self) -> Iterator[int]:
+        """Within this block, this thread's ``max_seq`` answers the seq read when it began. A
+        read-only operation that checks the seq through many caches (a recall asked 14 times)
+        reads it once; what commits meanwhile is seen by the next one. A write in the block
+        (``write`` or a group commit) ends the pin: its own change must be seen."""
+        outer = getattr(self._local, "pinned", None)
+        if outer is not None:
+            yield outer
+            return
+        self._local.pinned = seq = self.committed_seq()
+        try:
+            yield seq
+        finally:
+            self._local.pinned = None
 
     def first_change_after(self, seq: int) -> tuple[int, datetime] | None:
         """The seq and commit time (UTC) of the oldest change after ``seq``, or None."""
@@ -487,6 +515,11 @@ class Ledger:
         sql = f"SELECT a.record, s.text FROM attempts a JOIN sources s ON s.hash = a.source_hash{where}"
         rows = self._query(sql + " ORDER BY a.seq DESC LIMIT ?", [*params, _limit(limit)])
         return [self._attempt_from_row(r[0], r[1]) for r in rows]
+
+    def attempts_mark(self, task: str) -> tuple[int, int]:
+        """(last seq, count) of ``task``'s attempts: it changes whenever one is added or removed."""
+        row = self._query("SELECT COALESCE(MAX(seq), 0), COUNT(*) FROM attempts WHERE task = ?", (task,))[0]
+        return int(row[0]), int(row[1])
 
     def attempt_ids_of_run(self, run: str) -> set[str]:
         """The ids of every attempt recorded from the suite run named ``run``."""

@@ -183,7 +183,7 @@ class Store:
             with self.vectors.session(wait=wait) as state:
                 if state is None:
                     return applied
-                if state["seq"] > self.ledger.max_seq():
+                if state["seq"] > self.ledger.committed_seq():
                     state = self.vectors.reset("it is ahead of the ledger (was the ledger restored from a backup?)")
                 try:
                     n = indexer.catch_up(self.ledger, self.vectors, self.embedder, state, batch=SYNC_BATCH,
@@ -249,6 +249,8 @@ class Store:
         own = _WRITTEN.get().get(self._key, 0)
         seen = self.vectors.peek_seq()
         if seen is not None and seen >= own:
+            if seen >= self.ledger.max_seq():
+                return seen  # the index holds every change
             first = self.ledger.first_change_after(seen)
             if first is None or (utcnow() - first[1]).total_seconds() <= MAX_INDEX_LAG_S:
                 if first is not None:
@@ -291,6 +293,8 @@ class Store:
         caught up with the ledger on every access (while another thread is
         catching it up, it is returned as it is: its reads lock it)."""
         graph = self._graph
+        if graph is not None and graph.seq >= self.ledger.max_seq():
+            return graph  # nothing new (a pinned seq makes this check free inside a recall)
         if graph is not None and not self._glock.acquire(blocking=False):
             return graph
         if graph is not None:
@@ -305,7 +309,7 @@ class Store:
         path = self.settings.graph_path
         if path.exists():
             try:
-                return ReasoningGraph.load(path, self.ledger.store_id, self.ledger.max_seq())
+                return ReasoningGraph.load(path, self.ledger.store_id, self.ledger.committed_seq())
             except (ValueError, KeyError, TypeError, OSError) as e:
                 msg = f"the graph snapshot {path} is not usable ({e}); rebuilding it from the ledger"
                 log.warning(msg)

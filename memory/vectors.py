@@ -35,6 +35,7 @@ import threading
 import time
 import uuid
 import warnings
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -56,6 +57,8 @@ MIRROR_FILE = "skillbase-index.sqlite3"
 # Over-fetch sizes for filtered queries: nearest ids first, filtered on the
 # mirror; chroma's own (slow, exact) filter only when these do not fill k.
 OVERFETCH = (256, 2048)
+METADATA_CACHE = 8192  # decoded metadata rows kept per process
+QUERY_ANSWERS = 512  # kNN answers kept per process
 
 
 class MemoryIndexWarning(UserWarning):
@@ -98,6 +101,17 @@ class Mirror:
         # Reads from any thread, beside a writer's transaction on ``conn`` (WAL).
         self._idle: list[sqlite3.Connection] = []
         self._closed = False
+        # Decoded metadata by (collection, id), kept in step with this process's puts and deletes;
+        # ``forget()`` drops it when another process may have written (the index's generation moved).
+        # A query reads some 300 rows; decoding them again each time was 7% of a recall.
+        self._metas: OrderedDict[tuple[str, str], dict[str, Any]] = OrderedDict()
+        self._metas_lock = threading.Lock()
+        self._epoch = 0
+        # Query answers by (collection, query vector, k, filter, ...), each with the collection's
+        # write count when it was computed: valid while no write to that collection committed since
+        # (a skills kNN asked again for the same task text is answered without chroma).
+        self._col_epochs: dict[str, int] = {}
+        self._results: OrderedDict[tuple, tuple[int, list]] = OrderedDict()
 
     def replaced(self) -> bool:
         """Whether the file on disk is no longer the one this mirror opened."""
@@ -133,26 +147,90 @@ class Mirror:
             )
 
     def put(self, collection: str, ids: Sequence[str], metadatas: Sequence[dict[str, Any]]) -> None:
-        with self._tx():
-            self.conn.executemany(
-                "INSERT INTO meta(collection, id, metadata) VALUES (?, ?, ?) "
-                "ON CONFLICT(collection, id) DO UPDATE SET metadata=excluded.metadata",
-                [(collection, i, json.dumps(m, separators=(",", ":"))) for i, m in zip(ids, metadatas)],
-            )
+        try:
+            with self._tx():
+                self.conn.executemany(
+                    "INSERT INTO meta(collection, id, metadata) VALUES (?, ?, ?) "
+                    "ON CONFLICT(collection, id) DO UPDATE SET metadata=excluded.metadata",
+                    [(collection, i, json.dumps(m, separators=(",", ":"))) for i, m in zip(ids, metadatas)],
+                )
+        finally:
+            self._drop(collection, ids)
 
     def delete(self, collection: str, ids: Sequence[str]) -> None:
-        with self._tx():
-            self.conn.executemany("DELETE FROM meta WHERE collection=? AND id=?", [(collection, i) for i in ids])
+        try:
+            with self._tx():
+                self.conn.executemany("DELETE FROM meta WHERE collection=? AND id=?", [(collection, i) for i in ids])
+        finally:
+            self._drop(collection, ids)
+
+    def _drop(self, collection: str, ids: Sequence[str]) -> None:
+        """After a write: its rows are read again. The epoch tells a ``get`` that read them
+        before the commit not to keep what it read."""
+        with self._metas_lock:
+            self._epoch += 1
+            self._col_epochs[collection] = self._col_epochs.get(collection, 0) + 1
+            for i in ids:
+                self._metas.pop((collection, i), None)
+
+    def forget(self) -> None:
+        """Drop the decoded metadata and query answers: another process may have written."""
+        with self._metas_lock:
+            self._epoch += 1
+            self._col_epochs = {c: n + 1 for c, n in self._col_epochs.items()}
+            self._metas.clear()
+            self._results.clear()
+
+    def writes(self, collection: str) -> int:
+        """How many writes to ``collection`` this mirror has seen (its answers' validity)."""
+        with self._metas_lock:
+            return self._col_epochs.get(collection, 0)
+
+    def answer(self, key: tuple) -> list | None:
+        """A kept query answer, if no write to its collection (``key[0]``) committed since."""
+        with self._metas_lock:
+            got = self._results.get(key)
+            if got is None or got[0] != self._col_epochs.get(key[0], 0):
+                return None
+            self._results.move_to_end(key)
+            return got[1]
+
+    def keep_answer(self, key: tuple, writes: int, hits: list) -> None:
+        """Keep ``hits`` for ``key`` unless its collection was written since ``writes`` was read."""
+        with self._metas_lock:
+            if writes != self._col_epochs.get(key[0], 0):
+                return
+            self._results[key] = (writes, hits)
+            while len(self._results) > QUERY_ANSWERS:
+                self._results.popitem(last=False)
 
     def get(self, collection: str, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """Metadata by id of the ``ids`` the mirror holds (shared dicts: read them, never change them)."""
         out: dict[str, dict[str, Any]] = {}
-        for i in range(0, len(ids), 900):
-            chunk = list(ids[i : i + 900])
+        missing: list[str] = []
+        with self._metas_lock:
+            cached, epoch = self._metas, self._epoch
+            for i in ids:
+                m = cached.get((collection, i))
+                if m is None:
+                    missing.append(i)
+                else:
+                    out[i] = m
+        for i in range(0, len(missing), 900):
+            chunk = missing[i : i + 900]
             rows = self._read(
                 f"SELECT id, metadata FROM meta WHERE collection=? AND id IN ({','.join('?' * len(chunk))})",
                 [collection, *chunk],
             )
-            out.update({r[0]: json.loads(r[1]) for r in rows})
+            got = {r[0]: json.loads(r[1]) for r in rows}
+            out.update(got)
+            with self._metas_lock:
+                if self._epoch != epoch:  # a write committed meanwhile: what was read may be older
+                    continue
+                for k, m in got.items():
+                    cached[collection, k] = m
+                while len(cached) > METADATA_CACHE:
+                    cached.popitem(last=False)
         return out
 
     def count(self, collection: str) -> int:
@@ -314,6 +392,8 @@ class VectorIndex:
         index reset (then ``state['seq']`` is 0). Returns the state. Call
         inside ``session()`` before touching chroma."""
         state = self._state()
+        if state.get("gen") != self._gen and self._mirror is not None:
+            self._mirror.forget()
         if self._client is not None and self.mode == "server" and state.get("gen") != self._gen:
             # A server is one consistent view for every client: only our
             # cached counts need refreshing after another process wrote.
@@ -445,6 +525,19 @@ class VectorIndex:
         """
         if collection not in self._cols:
             raise InvalidInput(f"unknown collection {collection!r}", hint=f"one of {', '.join(COLLECTIONS)}")
+        mirror = self._mirror
+        key = (collection, embedding.tobytes(), k, json.dumps(where, sort_keys=True) if where else None, documents,
+               exhaustive)
+        kept = mirror.answer(key)
+        if kept is not None:
+            return [_copy_hit(h) for h in kept]
+        writes = mirror.writes(collection)
+        hits = self._query(collection, embedding, k, where, documents, exhaustive)
+        mirror.keep_answer(key, writes, hits)
+        return [_copy_hit(h) for h in hits]
+
+    def _query(self, collection: str, embedding: np.ndarray, k: int, where: dict[str, Any] | None,
+               documents: bool, exhaustive: bool) -> list[Hit]:
         cols = self._cols
         total = self._counts.get(collection) or cols[collection].count()
         if total == 0:
@@ -579,6 +672,13 @@ class VectorIndex:
     def close(self) -> None:
         with self._tlock:
             self._close_all()
+
+
+def _copy_hit(h: Hit) -> Hit:
+    """A caller's own copy of a kept hit (metadata values are scalars or lists of them)."""
+    meta = {k: list(v) if isinstance(v, list) else v for k, v in h.metadata.items()}
+    return Hit.model_construct(collection=h.collection, id=h.id, distance=h.distance, score=h.score, metadata=meta,
+                               document=h.document)
 
 
 def _close_http_session(client) -> None:

@@ -32,11 +32,12 @@ class Catalog:
         self._techniques: dict[str, Technique] = {}
         self._matcher: TechniqueMatcher | None = None
         self._experiences: OrderedDict[str, Experience] = OrderedDict()
+        self.version = 0  # counts reloads of the skills and techniques: answers derived from them key on it
 
     def refresh(self) -> None:
         """Re-read skills and techniques if the ledger changed them. While another thread is
         refreshing, a loaded catalog is used as it is (it is at most that refresh behind)."""
-        if self._seq >= 0 and self._seq == self.store.seq:
+        if self._seq >= 0 and self._seq >= self.store.seq:  # (a recall's pinned seq may be behind it)
             return
         if not self._lock.acquire(blocking=self._seq < 0):
             return
@@ -47,7 +48,7 @@ class Catalog:
 
     def _refresh(self) -> None:
         target = self.store.seq
-        if self._seq == target:
+        if self._seq >= target:
             return
         dirty = self._seq < 0
         seq = max(self._seq, 0)
@@ -64,6 +65,7 @@ class Catalog:
                 t.model_copy(update={"aliases": [a for a in t.aliases if a.lower() not in _AMBIGUOUS_ALIASES]})
                 for t in self._techniques.values()
             )
+            self.version += 1
         self._seq = target
 
     @property

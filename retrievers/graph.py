@@ -14,16 +14,20 @@ the techniques worth most there, and the skills and experiences attached.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from types import MappingProxyType
 
 from skillbase.models import family_lineage
 
 from skillbase.retrievers.catalog import Catalog
 from skillbase.retrievers.gate import GateResult, gate
 from skillbase.retrievers.hits import Hit
+from skillbase.retrievers.memo import Memo
 from skillbase.retrievers.query import Query, family_affinity
 from skillbase.retrievers.values import GATED_PRIOR, SKILL_PRIOR, Posterior, posteriors
 
 TOP_TECHNIQUES = 10
+MEMO_MAX = 256  # query contexts whose gates and beliefs are kept
 STOP = "roofline-stop"
 NEAR_FLOOR_PCT = 85.0  # percent of speed of light past which stopping is the advice
 
@@ -110,6 +114,9 @@ class GraphRetriever:
     def __init__(self, store, catalog: Catalog):
         self.store = store
         self.catalog = catalog
+        # Gates and beliefs per query context, until the skills, a technique value or the attempts
+        # change: agents asking about the same kind of kernel in other words share one answer.
+        self.memo = Memo(MEMO_MAX)
 
     def experience_refs(self, technique: str, family: str | None) -> list:
         """The graph's experiences teaching ``technique`` (in ``family``, else in the broader
@@ -128,14 +135,21 @@ class GraphRetriever:
         ids = sorted({e.attempt_id for s in skills.values() for e in s.evidence if e.attempt_id})
         return self.store.ledger.existing_attempt_ids(ids) if ids else set()
 
-    def gates(self, q: Query) -> dict[str, GateResult]:
-        """The gate's verdict on every skill for this query."""
-        return {name: gate(s, q) for name, s in self.catalog.skills.items()}
+    def gates(self, q: Query) -> Mapping[str, GateResult]:
+        """The gate's verdict on every skill for this query (read-only)."""
+        skills = self.catalog.skills
+        return self.memo.get(("gates", q.context_key(), self.catalog.version),
+                             lambda: MappingProxyType({name: gate(s, q) for name, s in skills.items()}))
 
-    def technique_beliefs(self, q: Query, gates: dict[str, GateResult]) -> dict[str, Posterior]:
-        """Posterior log-gain per technique in the query's context."""
+    def technique_beliefs(self, q: Query, gates: Mapping[str, GateResult]) -> Mapping[str, Posterior]:
+        """Posterior log-gain per technique in the query's context (read-only)."""
         skills = self.catalog.skills
         graph = self.store.graph
+        key = ("beliefs", q.context_key(), tuple(sorted((n, g.verdict, g.factor) for n, g in gates.items())),
+               self.catalog.version, id(graph), graph.values_version, graph.attempts_version)
+        return self.memo.get(key, lambda: MappingProxyType(self._beliefs(q, gates, skills, graph)))
+
+    def _beliefs(self, q: Query, gates: Mapping[str, GateResult], skills: dict, graph) -> dict[str, Posterior]:
         # A family nothing was measured on yet learns from the nearest broader one that was.
         family = next((f for f in q.lineage if graph.technique_values(family=f)), q.family)
         task_class = q.task_class if family == q.family else None

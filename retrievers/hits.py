@@ -8,7 +8,7 @@ from typing import Any
 KINDS = ("skill", "experience", "attempt")
 
 
-@dataclass
+@dataclass(slots=True)
 class Hit:
     """One retriever's find: what, how strong (on the retriever's own scale) and why."""
 

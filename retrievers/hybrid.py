@@ -37,7 +37,7 @@ RECENCY_DAYS = 180.0
 APPLIED = 0.6  # a skill or lesson whose technique the candidate already uses
 
 
-@dataclass
+@dataclass(slots=True)
 class Scored:
     """One fused item and how its score was built."""
 
@@ -72,16 +72,24 @@ def fuse(lists: dict[str, list[Hit]], weights: dict[str, float] | None = None) -
     fused: dict[tuple[str, str], Scored] = {}
     for key, hits in lists.items():
         source = key.split(":", 1)[0]
-        if not weights[source]:
+        weight = weights[source]
+        if not weight:
             continue
         for rank, h in enumerate(hits, 1):
-            s = fused.setdefault((h.kind, h.id), Scored(h.kind, h.id))
-            s.parts[source] = s.parts.get(source, 0.0) + weights[source] / (RRF_K + rank)
-            s.ranks[source] = min(rank, s.ranks.get(source, rank))
+            s = fused.get((h.kind, h.id))
+            if s is None:
+                s = fused[h.kind, h.id] = Scored(h.kind, h.id)
+            parts, ranks = s.parts, s.ranks
+            parts[source] = parts.get(source, 0.0) + weight / (RRF_K + rank)
+            if source not in ranks or rank < ranks[source]:
+                ranks[source] = rank
             if h.note and source not in s.notes:
                 s.notes[source] = h.note
     for s in fused.values():
-        s.parts["rrf"] = sum(s.parts.get(k, 0.0) for k in WEIGHTS)
+        parts, total = s.parts, 0.0
+        for source in WEIGHTS:
+            total += parts.get(source, 0.0)
+        parts["rrf"] = total
     return fused
 
 

@@ -299,7 +299,7 @@ class LexicalRetriever:
         with self._lock:
             if not self._loaded:
                 self._load()
-            if self.store.seq == self.seq:
+            if self.store.seq <= self.seq:  # nothing new (a recall's pinned seq may be behind this index)
                 return
             with self._flock:
                 self._catch_up_docs()
@@ -333,7 +333,7 @@ class LexicalRetriever:
         """Turn ledger changes after the token table's seq into documents."""
         seq = self._docs_seq()
         target = self.store.seq
-        if seq > target:  # the ledger was restored from an older copy
+        if seq > target and seq > self.store.ledger.committed_seq():  # the ledger was restored from an older copy
             self._db.execute("DELETE FROM docs")
             shutil.rmtree(self.dir / "segments", ignore_errors=True)
             for idx in self.indexes.values():

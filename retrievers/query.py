@@ -110,6 +110,16 @@ class Query:
     def features(self) -> tuple[str, ...]:
         return tuple(self.code.features) if self.code else ()
 
+    def context_key(self) -> tuple:
+        """Everything but the words (and notes): what the gate and the technique beliefs read.
+        Queries worded differently about the same kernel share it."""
+        code = self.code
+        return (self.inputs, self.task_name, self.family, self.families, self.dtype, self.regime, self.bottleneck,
+                self.bottleneck_from, self.arch, self.techniques, self.applied, self.verdict, self.pct_sol,
+                self.profile_state, tuple(sorted(self.profile_metrics.items())), self.profile_techniques,
+                None if code is None else (code.language, tuple(code.features), tuple(code.kernels),
+                                           tuple(code.identifiers), code.parse_error))
+
     def describe(self) -> str:
         """One line: what the query was understood as."""
         parts = [f"{k}={v}" for k, v in (("task", self.task_name), ("family", self.family), ("dtype", self.dtype),

@@ -84,6 +84,10 @@ class Retriever:
         given alone.
         """
         t0 = time.perf_counter()
+        with self.store.ledger.pinned_seq():  # one seq for every cache this recall consults
+            return self._recall(text, task, source, report, arch, k, kinds, mode, run, profile, t0)
+
+    def _recall(self, text, task, source, report, arch, k, kinds, mode, run, profile, t0) -> RecallResult:
         if run is not None and tuple(kinds) == ("skill", "experience"):
             kinds = ("attempt", "experience")
         k, kinds = _check(k, kinds, mode)
@@ -111,8 +115,7 @@ class Retriever:
             items = self._single(mode, lists, k)
         result_suggestions: list[Suggestion] = []
         if info is not None and mode == "hybrid":
-            attempts = self.store.list_attempts(task=info.name, limit=500)
-            result_suggestions = self._suggest(q, info, attempts, gates, beliefs, 3, None, "ei")
+            result_suggestions = self._recall_suggestions(q, info, gates, beliefs)
         return RecallResult(
             query=q.describe(), family=q.family, bottleneck=q.bottleneck, arch=q.arch, features=list(q.features),
             items=items, suggestions=result_suggestions, notes=notes,
@@ -234,6 +237,20 @@ class Retriever:
         gates = self.graph.gates(q)
         beliefs = self.graph.technique_beliefs(q, gates)
         return self._suggest(q, info, attempts, gates, beliefs, k, seed, rule)
+
+    def _recall_suggestions(self, q: Query, info: TaskInfo, gates, beliefs) -> list[Suggestion]:
+        """The 3 techniques recall suggests next, kept until the task's attempts, the technique
+        values, the skills or the query's context change (reading and validating up to 500
+        attempts was a tenth of a recall)."""
+        graph = self.store.graph
+        key = ("suggest", info.name, info.family, q.context_key(), self.catalog.version, id(graph),
+               graph.values_version, graph.attempts_version, self.store.ledger.attempts_mark(info.name))
+
+        def build() -> tuple[Suggestion, ...]:
+            attempts = self.store.list_attempts(task=info.name, limit=500)
+            return tuple(self._suggest(q, info, attempts, gates, beliefs, 3, None, "ei"))
+
+        return list(self.graph.memo.get(key, build))
 
     def _suggest(self, q, info: TaskInfo, attempts, gates, beliefs: dict[str, Posterior], k, seed, rule):
         mem = task_memory(attempts)

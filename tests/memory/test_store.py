@@ -334,3 +334,98 @@ def test_technique_lessons_by_family_stay_ordered_as_lessons_arrive(embedded_set
     store = open_store(settings)  # from the snapshot: the index is rebuilt on first use
     assert [e.id for e in store.graph.experiences_for_technique("cache-hints")] == [c.id, b.id, a.id, d.id]
     store.close()
+
+
+def test_a_pinned_seq_holds_for_its_thread_until_it_writes(open_store, embedded_settings):
+    store = open_store(embedded_settings())
+    store.record_attempt(attempt(0, ms=1.0))
+    start = store.seq
+    with store.ledger.pinned_seq() as pinned:
+        assert pinned == start
+        writer = threading.Thread(target=lambda: store.record_attempt(attempt(1, ms=0.9)))
+        writer.start()
+        writer.join()
+        assert store.seq == start  # this thread's view: one seq for the whole block
+        assert store.ledger.committed_seq() > start  # the other thread's write is committed
+        seen = {}
+        reader = threading.Thread(target=lambda: seen.update(seq=store.seq))
+        reader.start()
+        reader.join()
+        assert seen["seq"] == store.ledger.committed_seq()  # a pin is its own thread's only
+        with store.ledger.pinned_seq() as inner:
+            assert inner == start  # nested: the outer block's seq
+        store.record_attempt(attempt(2, ms=0.8))  # a write ends the pin: its own change is seen
+        assert store.seq == store.ledger.committed_seq() == start + 2
+
+
+def test_index_mirror_keeps_decoded_metadata_and_answers_only_while_nothing_was_written(tmp_path):
+    from skillbase.memory.vectors import Mirror
+
+    m = Mirror(tmp_path / "mirror.sqlite3")
+    m.put("skills", ["a", "b"], [{"v": 1}, {"v": 2}])
+    assert m.get("skills", ["a", "b", "zz"]) == {"a": {"v": 1}, "b": {"v": 2}}
+    first = m.get("skills", ["a"])["a"]
+    assert m.get("skills", ["a"])["a"] is first  # decoded once, then kept
+    m.put("skills", ["a"], [{"v": 3}])
+    assert m.get("skills", ["a"]) == {"a": {"v": 3}}
+    m.delete("skills", ["b"])
+    assert m.get("skills", ["b"]) == {}
+
+    # A read that raced a write keeps nothing: the write commits between the SELECT and the
+    # moment the decoded rows would be kept.
+    real_read = m._read
+
+    def racing_read(sql, params=()):
+        rows = real_read(sql, params)
+        if "FROM meta" in sql:
+            m.put("skills", ["c"], [{"v": "new"}])
+        return rows
+
+    m.put("skills", ["c"], [{"v": "old"}])
+    m._metas.clear()
+    m._read = racing_read
+    assert m.get("skills", ["c"]) == {"c": {"v": "old"}}  # what the SELECT saw
+    m._read = real_read
+    assert m.get("skills", ["c"]) == {"c": {"v": "new"}}  # not the stale row
+
+    # Kept query answers: valid until their own collection is written.
+    key = ("skills", b"vec", 5, None, False, False)
+    writes = m.writes("skills")
+    m.keep_answer(key, writes, ["hit"])
+    assert m.answer(key) == ["hit"]
+    m.put("experiences", ["e"], [{"v": 1}])
+    assert m.answer(key) == ["hit"]  # another collection's write changes nothing here
+    m.put("skills", ["d"], [{"v": 4}])
+    assert m.answer(key) is None
+    m.keep_answer(key, writes, ["stale"])  # computed before that write: not kept
+    assert m.answer(key) is None
+    m.keep_answer(key, m.writes("skills"), ["fresh"])
+    m.forget()  # another process wrote
+    assert m.answer(key) is None and m._metas == {}
+    m.close()
+
+
+def test_search_answers_again_from_memory_until_its_collection_changes(open_store, embedded_settings):
+    store = open_store(embedded_settings())
+    store.record_experience(lesson("splitting rows across two programs halved the time"))
+    text = "rows too wide for registers"
+    first = store.search("experiences", text, k=3, documents=False)
+    calls = []
+    col = store.vectors._cols["experiences"]
+    real = col.query
+
+    def counting(*a, **kw):
+        calls.append(1)
+        return real(*a, **kw)
+
+    col.query = counting
+    try:
+        again = store.search("experiences", text, k=3, documents=False)
+        assert [h.id for h in again] == [h.id for h in first] and calls == []  # answered from memory
+        again[0].metadata["mutated"] = True  # callers get copies
+        assert "mutated" not in store.search("experiences", text, k=3, documents=False)[0].metadata
+        new = store.record_experience(lesson("rows wider than the register file: split each row in two"))
+        found = store.search("experiences", text, k=3, documents=False)
+        assert calls and new.id in [h.id for h in found]  # the collection changed: chroma asked again
+    finally:
+        col.query = real

@@ -106,3 +106,41 @@ def test_delta_postings_score_as_a_scan_of_every_record():
                     assert idx._search_delta(q, where) == _scan(idx, q, where)
         idx.clear_delta()
         assert idx._search_delta(["w1"], None) == [] and not idx._postings and idx._total_length == 0
+
+
+def test_a_pinned_seq_behind_the_index_neither_refreshes_nor_rebuilds_it(tmp_path, embedder):
+    """A recall pins the ledger's seq when it starts; another thread may then write and catch the
+    lexical index up past it. The pinned reader must take the index as it is: reading the lag as
+    a ledger restored from an older copy emptied and rewrote the token table on every such recall
+    (two seconds a recall under load)."""
+    import threading
+
+    from conftest import open_store
+
+    store = open_store(tmp_path / "home", embedder)
+    lex = LexicalRetriever(store, store.settings.cache_dir)
+    try:
+        store.record_experience(lesson("exp_p_1", "Vectorized loads of 16 bytes reached the memory roof.",
+                                       techniques=["vectorized-access"], family="elementwise"))
+        q = tokenize("bank conflicts padding")
+        with store.ledger.pinned_seq() as pinned:
+            def other_caller():
+                store.record_experience(lesson("exp_p_2", "Padding the tile by one column ended the bank conflicts.",
+                                               techniques=["cache-hints"], family="transpose"))
+                lex.refresh()
+
+            t = threading.Thread(target=other_caller)
+            t.start()
+            t.join()
+            assert store.seq == pinned < store.ledger.committed_seq() == lex.seq
+            rows = lex._db.execute("SELECT rowid, id FROM docs ORDER BY rowid").fetchall()
+            writes = []
+            real_write = lex._write_docs
+            lex._write_docs = lambda changes: (writes.append(len(changes)), real_write(changes))
+            assert [i for i, *_ in lex.search(q, "experience", 5)] == ["exp_p_2"]
+            assert writes == [] and lex.seq == store.ledger.committed_seq()
+            assert lex._db.execute("SELECT rowid, id FROM docs ORDER BY rowid").fetchall() == rows
+        assert store.seq == store.ledger.committed_seq()  # the pin ends with its block
+    finally:
+        lex.close()
+        store.close()

@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 from skillbase.errors import InvalidInput, NotFound
-from retriever_factories import lineage, task_info
+from retriever_factories import lesson, lineage, task_info
 
 OTHER_FAMILIES = {"im2col", "tensor-cores", "flash-attention", "layout-change"}
 
@@ -239,3 +239,45 @@ def test_with_a_profile_state_the_family_share_is_not_applied(recipe_world):
         assert not any("measured tasks" in s.why for s in with_state), [s.why for s in with_state]
     finally:
         r.close()
+
+
+def test_recall_keeps_gates_beliefs_and_suggestions_until_what_they_rest_on_changes(tmp_path, embedder):
+    """Recalls about one kernel in other words share the gates, the technique beliefs and the
+    suggestions; a measured step, an attempt of the task or a skill write makes them new."""
+    from conftest import open_store
+
+    from skillbase import seeds
+    from skillbase.retrievers import Retriever
+    from skillbase.skills import seed_skills
+
+    store = open_store(tmp_path / "home", embedder)
+    seed_skills(store, seeds.SKILLS_DIR)
+    retriever = Retriever(store, store.settings)
+    try:
+        info = task_info("softmax_m", "softmax")
+        made = lineage(info, [(["online-softmax"], 0.6, "correct")], prefix="m1_")
+        store.record_attempts(made)
+        graph = retriever.graph
+        first = retriever.recall(text="rows too wide for registers", task=info, arch="sm_90")
+        hits = graph.memo.hits
+        second = retriever.recall(text="the rows do not fit in the register file", task=info, arch="sm_90")
+        assert graph.memo.hits >= hits + 3  # gates, beliefs and suggestions answered from the memo
+        assert [s.technique for s in second.suggestions] == [s.technique for s in first.suggestions]
+        assert "online-softmax" not in {s.technique for s in second.suggestions}  # the best already has it
+
+        # A lesson without techniques changes none of them.
+        store.record_experience(lesson("exp_m_note", "Noted: the rows are 8192 wide.", techniques=[],
+                                       family="softmax"))
+        misses = graph.memo.misses
+        retriever.recall(text="rows too wide", task=info, arch="sm_90")
+        assert graph.memo.misses == misses
+
+        # A new attempt of the task (slower, with a new technique) is a new question for all three.
+        store.record_attempts(lineage(info, [(["online-softmax"], 0.6, "correct"), (["block-size-tuning"], 0.9, "correct")],
+                                      prefix="m1_")[2:])
+        third = retriever.recall(text="rows too wide", task=info, arch="sm_90")
+        assert graph.memo.misses >= misses + 2
+        assert "block-size-tuning" not in {s.technique for s in third.suggestions}  # it was slower here
+    finally:
+        retriever.close()
+        store.close()
