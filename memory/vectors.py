@@ -106,12 +106,13 @@ class Mirror:
         # A query reads some 300 rows; decoding them again each time was 7% of a recall.
         self._metas: OrderedDict[tuple[str, str], dict[str, Any]] = OrderedDict()
         self._metas_lock = threading.Lock()
-        self._epoch = 0
-        # Query answers by (collection, query vector, k, filter, ...), each with the collection's
-        # write count when it was computed: valid while no write to that collection committed since
-        # (a skills kNN asked again for the same task text is answered without chroma).
-        self._col_epochs: dict[str, int] = {}
-        self._results: OrderedDict[tuple, tuple[int, list]] = OrderedDict()
+        # Query answers by (collection, query vector, k, filter, ...), each with its collection's stamp
+        # when it was computed: valid while no write to that collection committed since (a skills kNN
+        # asked again for the same task text is answered without chroma). A stamp is (times forgotten,
+        # this process's writes to the collection); a decoded row is kept under the same rule.
+        self._forgotten = 0
+        self._writes: dict[str, int] = {}
+        self._results: OrderedDict[tuple, tuple[tuple[int, int], list]] = OrderedDict()
 
     def replaced(self) -> bool:
         """Whether the file on disk is no longer the one this mirror opened."""
@@ -165,42 +166,43 @@ class Mirror:
             self._drop(collection, ids)
 
     def _drop(self, collection: str, ids: Sequence[str]) -> None:
-        """After a write: its rows are read again. The epoch tells a ``get`` that read them
-        before the commit not to keep what it read."""
+        """After a write: its rows are read again, and the new stamp tells a ``get`` or a query
+        that read before the commit not to keep what it read."""
         with self._metas_lock:
-            self._epoch += 1
-            self._col_epochs[collection] = self._col_epochs.get(collection, 0) + 1
+            self._writes[collection] = self._writes.get(collection, 0) + 1
             for i in ids:
                 self._metas.pop((collection, i), None)
 
     def forget(self) -> None:
         """Drop the decoded metadata and query answers: another process may have written."""
         with self._metas_lock:
-            self._epoch += 1
-            self._col_epochs = {c: n + 1 for c, n in self._col_epochs.items()}
+            self._forgotten += 1
             self._metas.clear()
             self._results.clear()
 
-    def writes(self, collection: str) -> int:
-        """How many writes to ``collection`` this mirror has seen (its answers' validity)."""
+    def stamp(self, collection: str) -> tuple[int, int]:
+        """What ``collection``'s kept rows and answers are valid for: it moves with every write."""
         with self._metas_lock:
-            return self._col_epochs.get(collection, 0)
+            return self._stamp(collection)
+
+    def _stamp(self, collection: str) -> tuple[int, int]:
+        return self._forgotten, self._writes.get(collection, 0)
 
     def answer(self, key: tuple) -> list | None:
         """A kept query answer, if no write to its collection (``key[0]``) committed since."""
         with self._metas_lock:
             got = self._results.get(key)
-            if got is None or got[0] != self._col_epochs.get(key[0], 0):
+            if got is None or got[0] != self._stamp(key[0]):
                 return None
             self._results.move_to_end(key)
             return got[1]
 
-    def keep_answer(self, key: tuple, writes: int, hits: list) -> None:
-        """Keep ``hits`` for ``key`` unless its collection was written since ``writes`` was read."""
+    def keep_answer(self, key: tuple, stamp: tuple[int, int], hits: list) -> None:
+        """Keep ``hits`` for ``key`` unless its collection was written since ``stamp`` was read."""
         with self._metas_lock:
-            if writes != self._col_epochs.get(key[0], 0):
+            if stamp != self._stamp(key[0]):
                 return
-            self._results[key] = (writes, hits)
+            self._results[key] = (stamp, hits)
             while len(self._results) > QUERY_ANSWERS:
                 self._results.popitem(last=False)
 
@@ -209,7 +211,7 @@ class Mirror:
         out: dict[str, dict[str, Any]] = {}
         missing: list[str] = []
         with self._metas_lock:
-            cached, epoch = self._metas, self._epoch
+            cached, stamp = self._metas, self._stamp(collection)
             for i in ids:
                 m = cached.get((collection, i))
                 if m is None:
@@ -225,7 +227,7 @@ class Mirror:
             got = {r[0]: json.loads(r[1]) for r in rows}
             out.update(got)
             with self._metas_lock:
-                if self._epoch != epoch:  # a write committed meanwhile: what was read may be older
+                if self._stamp(collection) != stamp:  # a write committed meanwhile: what was read may be older
                     continue
                 for k, m in got.items():
                     cached[collection, k] = m
@@ -531,9 +533,9 @@ class VectorIndex:
         kept = mirror.answer(key)
         if kept is not None:
             return [_copy_hit(h) for h in kept]
-        writes = mirror.writes(collection)
+        stamp = mirror.stamp(collection)
         hits = self._query(collection, embedding, k, where, documents, exhaustive)
-        mirror.keep_answer(key, writes, hits)
+        mirror.keep_answer(key, stamp, hits)
         return [_copy_hit(h) for h in hits]
 
     def _query(self, collection: str, embedding: np.ndarray, k: int, where: dict[str, Any] | None,

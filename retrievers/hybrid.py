@@ -86,10 +86,7 @@ def fuse(lists: dict[str, list[Hit]], weights: dict[str, float] | None = None) -
             if h.note and source not in s.notes:
                 s.notes[source] = h.note
     for s in fused.values():
-        parts, total = s.parts, 0.0
-        for source in WEIGHTS:
-            total += parts.get(source, 0.0)
-        parts["rrf"] = total
+        s.parts["rrf"] = sum(s.parts.get(k, 0.0) for k in WEIGHTS)
     return fused
 
 

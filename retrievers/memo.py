@@ -40,9 +40,5 @@ class Memo:
                 self._items.popitem(last=False)
         return value
 
-    def clear(self) -> None:
-        with self._lock:
-            self._items.clear()
-
 
 _MISSING = object()

@@ -390,7 +390,7 @@ def test_index_mirror_keeps_decoded_metadata_and_answers_only_while_nothing_was_
 
     # Kept query answers: valid until their own collection is written.
     key = ("skills", b"vec", 5, None, False, False)
-    writes = m.writes("skills")
+    writes = m.stamp("skills")
     m.keep_answer(key, writes, ["hit"])
     assert m.answer(key) == ["hit"]
     m.put("experiences", ["e"], [{"v": 1}])
@@ -399,9 +399,13 @@ def test_index_mirror_keeps_decoded_metadata_and_answers_only_while_nothing_was_
     assert m.answer(key) is None
     m.keep_answer(key, writes, ["stale"])  # computed before that write: not kept
     assert m.answer(key) is None
-    m.keep_answer(key, m.writes("skills"), ["fresh"])
+    m.keep_answer(key, m.stamp("skills"), ["fresh"])
+    never_written = ("attempts", b"vec", 5, None, False, False)
+    before_forget = m.stamp("attempts")
     m.forget()  # another process wrote
     assert m.answer(key) is None and m._metas == {}
+    m.keep_answer(never_written, before_forget, ["stale"])  # read before the forget: not kept either
+    assert m.answer(never_written) is None
     m.close()
 
 
