@@ -126,14 +126,18 @@ def start_server(home: Path, port: int, chroma_url: str | None, log_path: Path) 
     return proc
 
 
-def attach_py_spy(pid: int, out_dir: Path, cpu: bool = False, name: str = "server") -> subprocess.Popen:
+def attach_py_spy(pid: int, out_dir: Path, cpu: bool = False, name: str = "server",
+                  gil: bool = False) -> subprocess.Popen:
     """py-spy sampling every thread of a warmed-up process until stopped: the profile covers
     the load only, not the process's start. Wall clock (waiting threads too) by default; with
-    ``cpu``, only threads running on a CPU (where the process's CPU time goes)."""
+    ``cpu``, only threads running on a CPU (where the process's CPU time goes); with ``gil``,
+    only the thread holding the interpreter lock (where the process's serial time goes)."""
     spy = Path(sys.executable).parent / "py-spy"
-    out = out_dir / (f"{name}.cpu.pyspy.txt" if cpu else f"{name}.pyspy.txt")
+    kind = "gil." if gil else "cpu." if cpu else ""
+    out = out_dir / f"{name}.{kind}pyspy.txt"
     log = out_dir / f"py-spy.{name}.log"
-    proc = subprocess.Popen([str(spy), "record", "--pid", str(pid), *([] if cpu else ["--idle"]), "--threads",
+    mode = ["--gil"] if gil else [] if cpu else ["--idle"]
+    proc = subprocess.Popen([str(spy), "record", "--pid", str(pid), *mode, "--threads",
                              "--rate", "200", "--format", "raw", "--nonblocking", "-o", str(out)],
                             stdout=open(log, "wb"), stderr=subprocess.STDOUT)
     time.sleep(1.0)
@@ -471,6 +475,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--probes", type=int, default=5, help="cross-client visibility probes per run (default 5)")
     ap.add_argument("--profile", type=Path, help="run the server under py-spy; write the raw stacks here")
     ap.add_argument("--profile-cpu", action="store_true", help="with --profile: on-CPU samples only")
+    ap.add_argument("--profile-gil", action="store_true",
+                    help="with --profile: only samples of the thread holding the interpreter lock")
     ap.add_argument("--profile-clients", action="store_true",
                     help="with --profile: py-spy the client processes too (one raw profile each)")
     ap.add_argument("--loop", choices=("asyncio", "uvloop"), default=None,
@@ -500,7 +506,8 @@ def main(argv: list[str] | None = None) -> dict:
         try:
             # One uncounted warm-up session: the server opens the store and the model once.
             asyncio.run(_warm(url))
-            spy = attach_py_spy(server.pid, args.profile, args.profile_cpu) if args.profile else None
+            spy = attach_py_spy(server.pid, args.profile, args.profile_cpu,
+                                gil=args.profile_gil) if args.profile else None
             try:
                 for n in [int(x) for x in args.clients.split(",")]:
                     r = run_load(url, home, n, args.calls, args.mix, args.procs, args.probes, server.pid, loop,

@@ -110,6 +110,7 @@ class EmbeddingCache:
             self._conn.close()
 
 
+JUST_COMPUTED = 256  # vectors the model's last batches computed, kept for callers that asked meanwhile
 RECENT_VECTORS = 4096  # vectors kept in memory per model: repeated queries skip even the cache file
 
 
@@ -168,6 +169,7 @@ class _Model:
         self.encode_s = 0.0
         # Concurrent callers (a server's tool calls) share one model call; see memory.batching.
         self.batcher: Batcher[tuple[str, int | None], np.ndarray] = Batcher(self._encode_batch, max_items=256)
+        self.just_computed: OrderedDict[tuple[str, int | None], np.ndarray] = OrderedDict()
 
     def load(self):
         with self.lock:
@@ -217,15 +219,26 @@ class _Model:
         return np.stack(self.batcher.submit([(t, max_tokens) for t in texts])).astype(np.float32, copy=False)
 
     def _encode_batch(self, items: list[tuple[str, int | None]]) -> list[np.ndarray]:
-        out: list[np.ndarray | None] = [None] * len(items)
-        groups: dict[int | None, list[int]] = {}
-        for i, (_, max_tokens) in enumerate(items):
-            groups.setdefault(max_tokens, []).append(i)
-        for max_tokens, idx in groups.items():
-            vecs = self._encode([items[i][0] for i in idx], max_tokens)
-            for i, v in zip(idx, vecs):
-                out[i] = v
-        return out  # type: ignore[return-value]
+        # Each distinct text once, and none the last batches computed: concurrent searches
+        # that meet the same fresh lessons (memory.store's fresh tail) ask for them together,
+        # or just after one of them did. Batches run one at a time (the batcher's rule).
+        vec: dict[tuple[str, int | None], np.ndarray] = {}
+        todo: dict[int | None, dict[str, None]] = {}
+        for item in items:
+            got = self.just_computed.get(item)
+            if got is not None:
+                vec[item] = got
+            else:
+                todo.setdefault(item[1], {})[item[0]] = None
+        for max_tokens, unique in todo.items():
+            texts = list(unique)
+            for text, v in zip(texts, self._encode(texts, max_tokens)):
+                vec[text, max_tokens] = v
+                self.just_computed[text, max_tokens] = v
+                self.just_computed.move_to_end((text, max_tokens))
+        while len(self.just_computed) > JUST_COMPUTED:
+            self.just_computed.popitem(last=False)
+        return [vec[item] for item in items]
 
     def _encode(self, texts: list[str], max_tokens: int | None) -> np.ndarray:
         enc = self.onnx()

@@ -3,12 +3,14 @@ caught up with the ledger, so a write returns as soon as its ledger commit is du
 
 Writers ``poke()`` it after committing; it runs ``sync`` (read the outbox after the seq the
 index reflects, embed, upsert: one batch) once per round, so the writes of many concurrent
-callers land in one model call and one chroma upsert; ``sync`` returning True asks for
-another round at once (a backlog is worked off batch by batch, waiters told after each). Readers that must see every committed record
-``wait(ready)``: it pokes and blocks until a round that began after the call has finished
-and ``ready()`` holds; False means the round did not get there (the index is broken, the
-model is missing, another process holds the lock), and the caller does the work itself,
-where its errors are raised.
+callers land in one model call and one chroma upsert. A writer's round starts ``gather_s``
+after it is asked for, gathering the writes that come meanwhile into it; ``sync`` returning
+True asks for another round at once (a backlog is worked off batch by batch, waiters told
+after each). Readers that must see every committed record ``wait(ready)``: it pokes, starting
+a round at once, and blocks until a round that began after the call has finished and
+``ready()`` holds; False means the round did not get there (the index is broken, the model
+is missing, another process holds the lock), and the caller does the work itself, where its
+errors are raised.
 """
 
 from __future__ import annotations
@@ -23,23 +25,30 @@ log = logging.getLogger("skillbase.memory")
 class Follower:
     """Runs ``sync()`` in a daemon thread whenever poked; rounds never overlap."""
 
-    def __init__(self, sync: Callable[[], bool | None], *, name: str = "skillbase-index-follower"):
+    def __init__(self, sync: Callable[[], bool | None], *, name: str = "skillbase-index-follower",
+                 gather_s: float = 0.0):
         self._sync = sync
         self._name = name
+        self._gather_s = gather_s
         self._cv = threading.Condition()
         self._asked = 0  # rounds asked for
+        self._urgent = 0  # rounds asked for by a waiting reader
         self._done = 0  # rounds asked for that a finished round covered
         self._thread: threading.Thread | None = None
         self._stopping = False
         self.rounds = 0
         self.last_error: BaseException | None = None
 
-    def poke(self) -> int:
-        """Ask for a round (starting the thread on first use); returns the ticket a ``wait`` needs."""
+    def poke(self, urgent: bool = False) -> int:
+        """Ask for a round (starting the thread on first use); returns the ticket a ``wait`` needs.
+        A round a writer asks for starts up to ``gather_s`` later, gathering the writes that come
+        meanwhile; an ``urgent`` one (a reader waits for it) starts at once."""
         with self._cv:
             if self._stopping:
                 return self._asked
             self._asked += 1
+            if urgent:
+                self._urgent = self._asked
             if self._thread is None:
                 self._thread = threading.Thread(target=self._loop, name=self._name, daemon=True)
                 self._thread.start()
@@ -48,7 +57,7 @@ class Follower:
 
     def wait(self, ready: Callable[[], bool], timeout: float) -> bool:
         """Poke, then wait (at most ``timeout`` seconds) for that round to finish; returns ``ready()``."""
-        ticket = self.poke()
+        ticket = self.poke(urgent=True)
         with self._cv:
             # Checked after every round: the one running now may already get there.
             self._cv.wait_for(lambda: self._done >= ticket or self._stopping or ready(), timeout)
@@ -60,6 +69,8 @@ class Follower:
                 self._cv.wait_for(lambda: self._asked > self._done or self._stopping)
                 if self._stopping and self._asked <= self._done:
                     return
+                if self._gather_s > 0:
+                    self._cv.wait_for(lambda: self._urgent > self._done or self._stopping, self._gather_s)
                 target = self._asked
             more = False
             try:
@@ -70,8 +81,9 @@ class Follower:
                 log.warning("the index follower could not catch up (a reader will): %s: %s", type(e).__name__, e)
             with self._cv:
                 self._done = max(self._done, target)
-                if more:  # work is left (a backlog, or writes that kept coming): go round again
+                if more:  # work is left (a backlog, or writes that kept coming): go round again, at once
                     self._asked = max(self._asked, self._done + 1)
+                    self._urgent = self._asked
                 self.rounds += 1
                 self._cv.notify_all()
 

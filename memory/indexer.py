@@ -21,7 +21,7 @@ from skillbase.memory.vectors import VectorIndex
 
 INDEXED = ("attempt", "experience", "skill")
 EMBED_SLICE = 32
-_COLLECTION = {"attempt": "attempts", "experience": "experiences", "skill": "skills"}
+COLLECTION_OF = {"attempt": "attempts", "experience": "experiences", "skill": "skills"}
 
 
 def plan(
@@ -41,7 +41,7 @@ def plan(
     deletes: dict[str, list[str]] = defaultdict(list)
     docs: list[IndexDoc] = []
     for (kind, item_id), op in latest.items():
-        doc = known.get((_COLLECTION[kind], item_id)) if op == "put" and kind != "skill" else None
+        doc = known.get((COLLECTION_OF[kind], item_id)) if op == "put" and kind != "skill" else None
         if doc is not None:
             docs.append(doc)
         else:
@@ -52,9 +52,9 @@ def plan(
         docs.append(skill_doc(ledger.get_skill(name)))
     found = {(d.collection, d.id) for d in docs}
     for kind in ("attempt", "experience"):
-        gone = [i for i in puts[kind] if (_COLLECTION[kind], i) not in found]
+        gone = [i for i in puts[kind] if (COLLECTION_OF[kind], i) not in found]
         deletes[kind] += gone
-    return docs, {_COLLECTION[k]: v for k, v in deletes.items() if v}
+    return docs, {COLLECTION_OF[k]: v for k, v in deletes.items() if v}
 
 
 def embed_docs(embedder: Embedder, docs: list[IndexDoc]) -> np.ndarray:

@@ -8,8 +8,10 @@ ledger, and only then updates the index and the graph; if that fails (no
 model, a broken chroma directory, a crash) the record is safe and the next
 ``sync()``, by this process or any other sharing the store, catches the index
 up. A write never waits for the index lock: when another process holds it,
-the index is caught up by that process or by the next search, since every
-``search`` (and ``sync``) catches up in full before it answers.
+the index is caught up by that process or by the next search. A search sees
+every write of its own caller and every change older than a second: this
+process's writes the follower has not indexed yet are searched in memory (the
+fresh tail), anything else is waited for or caught up before it answers.
 
     store = Store.open(Settings.from_env())
     attempt = store.record_benchmark(report, source=src, task=info, techniques=["online softmax"])
@@ -29,6 +31,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from skillbase.config import Settings
 from skillbase.errors import ConfigError, InvalidInput, SkillbaseError, StoreError
 from skillbase.models import (
@@ -40,7 +44,7 @@ from skillbase import seeds
 from skillbase.memory import indexer
 from skillbase.memory.documents import COLLECTIONS, TEXT_MAX_TOKENS, IndexDoc, attempt_doc, experience_doc
 from skillbase.memory.embeddings import DEFAULT_MODEL_NAME, Embedder
-from skillbase.memory.filters import validate_where
+from skillbase.memory.filters import matches, validate_where
 from skillbase.memory.follower import Follower
 from skillbase.memory.graph import ReasoningGraph, snapshot_seq_of
 from skillbase.memory.jsonl import export_jsonl, import_jsonl
@@ -53,6 +57,16 @@ log = logging.getLogger("skillbase.memory")
 
 SNAPSHOT_EVERY = 5000  # ledger changes between graph snapshots
 SYNC_BATCH = 512  # ledger changes applied to the index per lock hold
+# The follower's rounds. chroma's embedded upsert holds the interpreter lock for its whole
+# call, ~4.5 ms plus ~0.7 ms a record, stopping every thread of the process; one upsert per
+# write (60 lessons/s) stalled a loaded server a third of the time. The follower gathers the
+# writes of FOLLOW_GATHER_S (a reader waiting for it starts it at once) and writes at most
+# FOLLOW_BATCH changes per upsert, so no stall is longer than ~25 ms.
+FOLLOW_GATHER_S = 0.2
+FOLLOW_BATCH = 32
+# Searches answer this process's own writes not yet indexed from memory (the "fresh tail",
+# exact cosine over their embeddings) instead of waiting for the follower, up to this many.
+TAIL_MAX = 256
 KNOWN_DOCS_MAX = 4096  # documents of this process's own fresh writes kept for the next sync
 MAX_QUERY_CHARS = 20_000
 INDEX_WAIT_S = 10.0  # longest a search waits for the follower before catching up itself
@@ -99,7 +113,7 @@ class Store:
         self._known: dict[tuple[str, str], IndexDoc] = {}
         self._klock = threading.Lock()
         # Index and graph updates after a write run here, off the caller's path.
-        self._follower = Follower(self._follow)
+        self._follower = Follower(self._follow, gather_s=FOLLOW_GATHER_S)
         self._key = f"{ledger.store_id}:{ledger.path}"
 
     # -- opening and closing --------------------------------------------------
@@ -164,7 +178,7 @@ class Store:
         self._catch_up_graph()
         return n
 
-    def _sync_index(self, *, wait: bool = True, max_batches: int | None = None) -> int:
+    def _sync_index(self, *, wait: bool = True, max_batches: int | None = None, batch: int = SYNC_BATCH) -> int:
         # Batch by batch: plan and embed outside the index lock (the cache
         # usually has the vectors already), then take the lock only to write
         # chroma, so other processes wait for writes, never for the model.
@@ -179,14 +193,14 @@ class Store:
                 return applied
             prepared = None
             if seen is not None and seen < target:
-                prepared = indexer.prepare(self.ledger, self.embedder, seen, limit=SYNC_BATCH, known=self._known_docs())
+                prepared = indexer.prepare(self.ledger, self.embedder, seen, limit=batch, known=self._known_docs())
             with self.vectors.session(wait=wait) as state:
                 if state is None:
                     return applied
                 if state["seq"] > self.ledger.committed_seq():
                     state = self.vectors.reset("it is ahead of the ledger (was the ledger restored from a backup?)")
                 try:
-                    n = indexer.catch_up(self.ledger, self.vectors, self.embedder, state, batch=SYNC_BATCH,
+                    n = indexer.catch_up(self.ledger, self.vectors, self.embedder, state, batch=batch,
                                          max_batches=1, prepared=prepared, known=self._known_docs())
                 except BaseException as e:
                     if isinstance(e, SkillbaseError) or not chroma_failure(e) or reset_done:
@@ -200,12 +214,13 @@ class Store:
             if max_batches is not None:
                 max_batches -= 1
 
-    def _sync_quietly(self, *, wait: bool = True, max_batches: int | None = None) -> int | None:
+    def _sync_quietly(self, *, wait: bool = True, max_batches: int | None = None,
+                      batch: int = SYNC_BATCH) -> int | None:
         """``_sync_index`` that turns an indexing failure into a MemoryIndexWarning; returns
         the changes applied, None after a failure (the graph is caught up either way)."""
         applied = None
         try:
-            applied = self._sync_index(wait=wait, max_batches=max_batches)
+            applied = self._sync_index(wait=wait, max_batches=max_batches, batch=batch)
         except BaseException as e:
             if not chroma_failure(e):
                 raise
@@ -233,29 +248,38 @@ class Store:
 
     def _follow(self) -> bool:
         # One batch per round, so searches waiting for it are told after every batch
-        # even while writes keep coming; True asks the follower for another round.
-        if not self._sync_quietly(max_batches=1):
-            return False  # nothing to do, or it failed (warned): wait for the next write or read
+        # even while writes keep coming. True (a full batch: a backlog) asks for another round
+        # at once; writes that came during this one asked for theirs, which gathers first.
+        applied = self._sync_quietly(max_batches=1, batch=FOLLOW_BATCH)
+        if not applied or applied < FOLLOW_BATCH:
+            return False  # nothing more, or it failed (warned): wait for the next write or read
         seen = self.vectors.peek_seq()
         return seen is not None and seen < self.ledger.max_seq()
 
-    def _await_index(self) -> int:
+    def _await_index(self) -> tuple[int, dict[str, IndexDoc]]:
         """Make the index fresh enough for a search: it must hold every write made in the
         caller's own context (thread, or task of a server), and no change committed more
         than MAX_INDEX_LAG_S ago may be missing; newer writes of other callers are being
-        indexed by the follower and appear within its round. Otherwise wait for the
-        follower; if it does not get there, catch up here and raise what goes wrong.
-        Returns the ledger seq the index must reflect for this search."""
+        indexed by the follower and appear within its round. This process's own writes
+        not yet indexed count as held when the fresh tail (``_fresh_tail``) answers for
+        them. Otherwise wait for the follower; if it does not get there, catch up here and
+        raise what goes wrong. Returns the ledger seq the index must reflect for this
+        search, and the fresh tail the search adds to the index's answer."""
         own = _WRITTEN.get().get(self._key, 0)
         seen = self.vectors.peek_seq()
-        if seen is not None and seen >= own:
+        if seen is not None:
             if seen >= self.ledger.max_seq():
-                return seen  # the index holds every change
-            first = self.ledger.first_change_after(seen)
-            if first is None or (utcnow() - first[1]).total_seconds() <= MAX_INDEX_LAG_S:
-                if first is not None:
-                    self._follower.poke()  # in case no writer of this process asked (another process wrote)
-                return seen
+                return seen, {}  # the index holds every change
+            tail = self._fresh_tail(seen)
+            if tail is not None:
+                self._follower.poke()
+                return seen, tail
+            if seen >= own:
+                first = self.ledger.first_change_after(seen)
+                if first is None or (utcnow() - first[1]).total_seconds() <= MAX_INDEX_LAG_S:
+                    if first is not None:
+                        self._follower.poke()  # in case no writer of this process asked (another process wrote)
+                    return seen, {}
         target = max(own, self.ledger.max_seq())
 
         def ready() -> bool:
@@ -264,7 +288,44 @@ class Store:
 
         if not self._follower.wait(ready, INDEX_WAIT_S):
             self._sync_index()
-        return target
+        return target, {}
+
+    def _fresh_tail(self, seen: int) -> dict[str, IndexDoc] | None:
+        """This process's writes after index seq ``seen`` as documents by id, when they are
+        every indexed change after it (each record's last change a put this process made);
+        None when anything else changed there (another process's write, a delete, a skill)
+        or more than TAIL_MAX changes are pending."""
+        changes = self.ledger.changes_after(seen, limit=TAIL_MAX + 1)
+        if len(changes) > TAIL_MAX:
+            return None
+        latest: dict[tuple[str, str], str] = {}
+        for c in changes:
+            if c.kind in indexer.INDEXED:
+                latest[c.kind, c.item_id] = c.op
+        if not latest:
+            return {}
+        tail: dict[str, IndexDoc] = {}
+        with self._klock:
+            for (kind, item_id), op in latest.items():
+                doc = self._known.get((indexer.COLLECTION_OF[kind], item_id)) if op == "put" else None
+                if doc is None:
+                    return None
+                tail[item_id] = doc
+        return tail
+
+    def _tail_hits(self, tail: dict[str, IndexDoc], collection: str, embedding: np.ndarray, k: int,
+                   where: dict[str, Any] | None, documents: bool) -> list[Hit]:
+        """The fresh tail's records of ``collection`` passing ``where``, nearest first (exact
+        cosine; their embeddings are the ones the follower will index, from the cache)."""
+        docs = [d for d in tail.values() if d.collection == collection and (where is None or matches(where, d.metadata))]
+        if not docs:
+            return []
+        vecs = indexer.embed_docs(self.embedder, docs)
+        dist = 1.0 - vecs @ embedding.astype(np.float32)
+        order = np.argsort(dist, kind="stable")[:k]
+        return [Hit(collection=collection, id=docs[i].id, distance=float(dist[i]), score=1.0 - float(dist[i]),
+                    metadata={key: list(v) if isinstance(v, list) else v for key, v in docs[i].metadata.items()},
+                    document=docs[i].text if documents else "") for i in order]
 
     def _known_docs(self) -> dict[tuple[str, str], IndexDoc]:
         with self._klock:
@@ -434,7 +495,12 @@ class Store:
         """Store a task's re-derived TaskInfo (its file understood anew) and move its attempts and
         lessons to the class it says; returns how many changed class. ``reindex`` then rebuilds
         what derives from them."""
+        # The documents kept of this process's writes may name the old class: searches and the
+        # indexer read the moved records from the ledger instead (cleared again after the commit,
+        # for a write that committed just before it and kept its document just after).
+        self._forget_known()
         n = self.ledger.rederive_task(info)
+        self._forget_known()
         self._sync_quietly()
         return n
 
@@ -535,17 +601,20 @@ class Store:
         embedding = self.embedder.embed_one(text[:MAX_QUERY_CHARS], max_tokens=TEXT_MAX_TOKENS)
         for retry in (False, True):
             try:
-                needed = self._await_index()
+                needed, tail = self._await_index()
+                fresh = self._tail_hits(tail, collection, embedding, k, where, documents) if tail else []
                 with self.vectors.reading() as current:
                     if current:  # no lock: beside other queries and the follower's upserts
-                        return self.vectors.query(collection, embedding, k, where, documents, exhaustive)
+                        return _merge(self.vectors.query(collection, embedding, k, where, documents, exhaustive),
+                                      fresh, k)
                 # Not open yet, or another process wrote since: (re)open under the lock; catch up
                 # here only if that found the index short of what this search needs (it was reset).
                 with self.vectors.session():
                     state = self.vectors.ready()
                     if state["seq"] < needed:
                         indexer.catch_up(self.ledger, self.vectors, self.embedder, state)
-                    return self.vectors.query(collection, embedding, k, where, documents, exhaustive)
+                    return _merge(self.vectors.query(collection, embedding, k, where, documents, exhaustive),
+                                  fresh, k)
             except SkillbaseError:
                 raise
             except BaseException as e:
@@ -617,3 +686,14 @@ class Store:
             "graph": size(self.settings.graph_path),
             "cache": size(self.settings.cache_dir / "embeddings.sqlite3"),
         }
+
+
+def _merge(indexed: list[Hit], fresh: list[Hit], k: int) -> list[Hit]:
+    """The ``k`` nearest of the index's hits and the fresh tail's (a record the follower
+    indexed meanwhile is in both: kept once)."""
+    if not fresh:
+        return indexed
+    ids = {h.id for h in fresh}
+    both = fresh + [h for h in indexed if h.id not in ids]
+    both.sort(key=lambda h: h.distance)
+    return both[:k]
