@@ -58,10 +58,11 @@ log = logging.getLogger("skillbase.memory")
 SNAPSHOT_EVERY = 5000  # ledger changes between graph snapshots
 SYNC_BATCH = 512  # ledger changes applied to the index per lock hold
 # The follower's rounds. chroma's embedded upsert holds the interpreter lock for its whole
-# call, ~4.5 ms plus ~0.7 ms a record, stopping every thread of the process; one upsert per
-# write (60 lessons/s) stalled a loaded server a third of the time. The follower gathers the
-# writes of FOLLOW_GATHER_S (a reader waiting for it starts it at once) and writes at most
-# FOLLOW_BATCH changes per upsert, so no stall is longer than ~25 ms.
+# call, ~5 ms plus ~1 ms a record (benchmarks/chroma_gil.py), stopping every thread of the
+# process; an upsert for every few writes (60 lessons/s) kept a loaded server stopped a
+# third of the time. The follower gathers the writes of FOLLOW_GATHER_S into one upsert (a
+# reader waiting for it starts it at once) and writes at most FOLLOW_BATCH changes per
+# upsert, so a backlog stops the others ~40 ms at a time, not for all of it at once.
 FOLLOW_GATHER_S = 0.2
 FOLLOW_BATCH = 32
 # Searches answer this process's own writes not yet indexed from memory (the "fresh tail",
