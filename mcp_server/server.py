@@ -90,12 +90,22 @@ WRITE_TOOLS = frozenset({"record_lesson"})
 WRITE_THREADS = 4
 
 
+# Searches: CPU-bound Python that shares one interpreter lock, so threads past the cores only
+# interleave on it. With 4 on 2 cores, every search thread that held the lock made the event loop
+# and the short calls wait their turn behind it at each of their waits for I/O: attempt_history p95
+# 45-60 ms at 16 clients; with 2, 35-49 ms at the same throughput (docs/benchmarks.md, issue 21,
+# sixth round). Searches queue for a thread instead, which costs nobody else anything.
+SEARCH_TOOLS = frozenset({"recall", "suggest_next"})
+# The rest (compile_kernel waits seconds for a compiler in a subprocess; propose_skill writes a
+# file): not searches, so never in the way of one.
+OTHER_THREADS = 4
+
+
 def tool_threads() -> int:
-    """Threads that run searches and the other tool calls at once (SKILLBASE_TOOL_THREADS; default
-    twice the cores, at least 4). More only interleave on the GIL: under load every call gets slower
-    and the index follower starves. Long-running tools (benchmarks), key lookups (QUICK_TOOLS) and
-    lesson writes (WRITE_TOOLS) have pools of their own."""
-    return int(os.environ.get("SKILLBASE_TOOL_THREADS") or max(4, 2 * (os.cpu_count() or 2)))
+    """Threads that run searches at once (SKILLBASE_TOOL_THREADS; default the cores, 2 to 4).
+    Long-running tools (benchmarks), key lookups (QUICK_TOOLS), lesson writes (WRITE_TOOLS) and
+    the other tools have pools of their own."""
+    return int(os.environ.get("SKILLBASE_TOOL_THREADS") or max(2, min(4, os.cpu_count() or 2)))
 
 
 # Per caller, the ledger positions of its writes: each tool call runs in a context of its own, and a
@@ -217,8 +227,8 @@ def build_server(sb: skillbase.SkillBase, *, workspace: str | Path | None = None
     root = Path(workspace or Path.cwd()).resolve()
 
     warmed = threading.Event()
-    limiter, quick = anyio.CapacityLimiter(tool_threads()), anyio.CapacityLimiter(QUICK_THREADS)
-    writes = anyio.CapacityLimiter(WRITE_THREADS)
+    searches, quick = anyio.CapacityLimiter(tool_threads()), anyio.CapacityLimiter(QUICK_THREADS)
+    writes, other = anyio.CapacityLimiter(WRITE_THREADS), anyio.CapacityLimiter(OTHER_THREADS)
     callers: dict[str, dict[str, int]] = {}  # read-your-writes, per caller (caller_key)
 
     @asynccontextmanager
@@ -229,8 +239,9 @@ def build_server(sb: skillbase.SkillBase, *, workspace: str | Path | None = None
             threading.Thread(target=_warm, args=(sb, settle_heap), name="skillbase-warm-up", daemon=True).start()
         yield
 
-    pool = {**{name: quick for name in QUICK_TOOLS}, **{name: writes for name in WRITE_TOOLS}}
-    tools = [_tool(spec, sb, root, pool.get(spec.name, limiter), callers) for spec in TOOLS]
+    pool = {**{name: searches for name in SEARCH_TOOLS}, **{name: quick for name in QUICK_TOOLS},
+            **{name: writes for name in WRITE_TOOLS}}
+    tools = [_tool(spec, sb, root, pool.get(spec.name, other), callers) for spec in TOOLS]
     server = MCPServer("skillbase", title="skillbase", version=__version__, instructions=INSTRUCTIONS,
                        log_level="WARNING", tools=tools, lifespan=lifespan)
     _add_resources(server, sb)

@@ -132,8 +132,9 @@ def test_a_lesson_is_recalled_by_every_client_at_once_while_indexing_is_stuck(se
 
 
 def test_a_lesson_is_stored_while_every_search_thread_is_busy(fresh_home, monkeypatch):
-    """Writes have threads of their own: with every search thread held by a slow recall, a
-    record_lesson still answers at once (before, it waited for a free search thread)."""
+    """Writes, key lookups and the other tools have threads of their own: with every search thread
+    held by a slow recall, record_lesson, attempt_history and compile_kernel still answer at once
+    (before, a write and a compile waited for a free search thread)."""
     from skillbase.api import SkillBase
 
     monkeypatch.setenv("SKILLBASE_TOOL_THREADS", "2")
@@ -144,7 +145,7 @@ def test_a_lesson_is_stored_while_every_search_thread_is_busy(fresh_home, monkey
 
     def slow_recall(*args, **kwargs):
         started.release()
-        release.wait(10)
+        release.wait(60)
         return real_recall(*args, **kwargs)
 
     sb.recall = slow_recall
@@ -165,6 +166,13 @@ def test_a_lesson_is_stored_while_every_search_thread_is_busy(fresh_home, monkey
                                                               "they outgrow the registers", "task": "row_softmax"})
                 took["write"] = time.perf_counter() - t0
                 assert not written.is_error, written.content[0].text
+                t0 = time.perf_counter()
+                history = await w.call_tool("attempt_history", {"task": "row_softmax"})
+                took["lookup"] = time.perf_counter() - t0
+                assert not history.is_error, history.content[0].text
+                t0 = time.perf_counter()
+                await w.call_tool("compile_kernel", {"task": "relu", "source": "def not_a_kernel(:\n"})
+                took["compile"] = time.perf_counter() - t0  # a refusal or a report: either way, answered
                 release.set()
 
     try:
@@ -173,7 +181,20 @@ def test_a_lesson_is_stored_while_every_search_thread_is_busy(fresh_home, monkey
     finally:
         release.set()
         sb.close()
-    assert took["write"] < 2.0, f"record_lesson waited {took['write']:.2f} s behind the searches"
+    assert took["write"] < 2.0 and took["lookup"] < 2.0, f"a call waited behind the searches: {took}"
+    # A compile starts its worker process (seconds); behind the searches it would wait for the release.
+    assert took["compile"] < 30.0, f"compile_kernel waited behind the searches: {took}"
+
+
+def test_searches_get_as_many_threads_as_cores_two_to_four(monkeypatch):
+    from skillbase.mcp_server import server
+
+    monkeypatch.delenv("SKILLBASE_TOOL_THREADS", raising=False)
+    for cores, threads in ((1, 2), (2, 2), (3, 3), (16, 4)):
+        monkeypatch.setattr(server.os, "cpu_count", lambda c=cores: c)
+        assert server.tool_threads() == threads
+    monkeypatch.setenv("SKILLBASE_TOOL_THREADS", "7")
+    assert server.tool_threads() == 7
 
 
 def test_a_server_process_freezes_its_warm_heap(fresh_home):
