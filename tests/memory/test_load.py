@@ -204,3 +204,34 @@ def test_the_follower_gathers_writes_and_starts_at_once_for_a_waiting_reader():
     finally:
         f.close()
     assert len(rounds) == 5
+
+
+def test_callers_writing_and_searching_at_once_each_find_their_own_writes(embedded_settings, open_store):
+    # Writes, searches and the follower's gathered upserts all at once: every caller's search finds
+    # the lesson it has just written (indexed or still in the fresh tail), no record twice, nearest first.
+    store = open_store(embedded_settings())
+    store.record_experience(lesson("a first lesson so the index exists"))
+    store.sync()
+
+    subjects = ["Softmax rows", "Matrix multiply tiles", "Layer norm reductions", "Convolution windows",
+                "Attention scores", "Prefix scans", "Histogram bins", "Transpose blocks"]
+    troubles = ["spilled out of registers", "thrashed the L2 cache", "hit shared memory bank conflicts",
+                "were bound by memory bandwidth", "lost occupancy to register pressure", "waited on uncoalesced loads"]
+
+    def caller(w):
+        ctx, found = contextvars.Context(), []
+        for i in range(6):
+            text = f"{subjects[w]} {troubles[i]}"
+            exp = ctx.run(store.record_experience, lesson(text))
+            hits = ctx.run(store.search, "experiences", text, k=5)
+            ids = [h.id for h in hits]
+            assert exp.id in ids, f"caller {w} step {i} missed its own lesson"
+            assert len(ids) == len(set(ids)), "a record came back twice"
+            assert [h.distance for h in hits] == sorted(h.distance for h in hits)
+            found.append(exp.id)
+        return found
+
+    written = [i for ids in _together(8, caller) for i in ids]
+    store.sync()
+    assert store.vectors.peek_seq() == store.ledger.max_seq()
+    assert len(set(written)) == 48 and {e.id for e in store.list_experiences(limit=1000)} >= set(written)
