@@ -24,6 +24,11 @@ EMBED_SLICE = 32
 COLLECTION_OF = {"attempt": "attempts", "experience": "experiences", "skill": "skills"}
 
 
+def latest_ops(changes: list[Change]) -> dict[tuple[str, str], str]:
+    """The last op ('put' or 'delete') of each indexed record (kind, id) the changes name."""
+    return {(c.kind, c.item_id): c.op for c in changes if c.kind in INDEXED}
+
+
 def plan(
     ledger: Ledger, changes: list[Change], known: dict[tuple[str, str], IndexDoc] | None = None,
 ) -> tuple[list[IndexDoc], dict[str, list[str]]]:
@@ -33,10 +38,7 @@ def plan(
     has just committed (records are immutable once stored), which spares
     reading it back from the ledger."""
     known = known or {}
-    latest: dict[tuple[str, str], str] = {}
-    for c in changes:
-        if c.kind in INDEXED:
-            latest[c.kind, c.item_id] = c.op
+    latest = latest_ops(changes)
     puts: dict[str, list[str]] = defaultdict(list)
     deletes: dict[str, list[str]] = defaultdict(list)
     docs: list[IndexDoc] = []

@@ -51,7 +51,7 @@ from skillbase.memory.jsonl import export_jsonl, import_jsonl
 from skillbase.memory.ledger import Ledger
 from skillbase.memory.records import Change, StoreStats, TaskRecord, parse_signature
 from skillbase.memory.techniques import load_seed_techniques
-from skillbase.memory.vectors import Hit, MemoryIndexWarning, VectorIndex, chroma_failure
+from skillbase.memory.vectors import Hit, MemoryIndexWarning, VectorIndex, chroma_failure, copy_metadata
 
 log = logging.getLogger("skillbase.memory")
 
@@ -251,8 +251,7 @@ class Store:
         # One batch per round, so searches waiting for it are told after every batch
         # even while writes keep coming. True (a full batch: a backlog) asks for another round
         # at once; writes that came during this one asked for theirs, which gathers first.
-        applied = self._sync_quietly(max_batches=1, batch=FOLLOW_BATCH)
-        if not applied or applied < FOLLOW_BATCH:
+        if (self._sync_quietly(max_batches=1, batch=FOLLOW_BATCH) or 0) < FOLLOW_BATCH:
             return False  # nothing more, or it failed (warned): wait for the next write or read
         seen = self.vectors.peek_seq()
         return seen is not None and seen < self.ledger.max_seq()
@@ -299,10 +298,7 @@ class Store:
         changes = self.ledger.changes_after(seen, limit=TAIL_MAX + 1)
         if len(changes) > TAIL_MAX:
             return None
-        latest: dict[tuple[str, str], str] = {}
-        for c in changes:
-            if c.kind in indexer.INDEXED:
-                latest[c.kind, c.item_id] = c.op
+        latest = indexer.latest_ops(changes)
         if not latest:
             return {}
         tail: dict[str, IndexDoc] = {}
@@ -325,7 +321,7 @@ class Store:
         dist = 1.0 - vecs @ embedding.astype(np.float32)
         order = np.argsort(dist, kind="stable")[:k]
         return [Hit(collection=collection, id=docs[i].id, distance=float(dist[i]), score=1.0 - float(dist[i]),
-                    metadata={key: list(v) if isinstance(v, list) else v for key, v in docs[i].metadata.items()},
+                    metadata=copy_metadata(docs[i].metadata),
                     document=docs[i].text if documents else "") for i in order]
 
     def _known_docs(self) -> dict[tuple[str, str], IndexDoc]:

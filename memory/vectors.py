@@ -676,11 +676,15 @@ class VectorIndex:
             self._close_all()
 
 
+def copy_metadata(meta: dict[str, Any]) -> dict[str, Any]:
+    """A caller's own copy of a record's index metadata (its values are scalars or lists of them)."""
+    return {k: list(v) if isinstance(v, list) else v for k, v in meta.items()}
+
+
 def _copy_hit(h: Hit) -> Hit:
-    """A caller's own copy of a kept hit (metadata values are scalars or lists of them)."""
-    meta = {k: list(v) if isinstance(v, list) else v for k, v in h.metadata.items()}
-    return Hit.model_construct(collection=h.collection, id=h.id, distance=h.distance, score=h.score, metadata=meta,
-                               document=h.document)
+    """A caller's own copy of a kept hit."""
+    return Hit.model_construct(collection=h.collection, id=h.id, distance=h.distance, score=h.score,
+                               metadata=copy_metadata(h.metadata), document=h.document)
 
 
 def _close_http_session(client) -> None:

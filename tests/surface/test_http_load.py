@@ -19,7 +19,6 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from skillbase.config import Settings
 from skillbase.mcp_server.http import http_app
 from skillbase.mcp_server.server import build_server
-from skillbase.memory.vectors import MIRROR_FILE
 
 from .servers import free_port, running
 
@@ -28,14 +27,14 @@ TOKEN = "load-token-0123456789abcdef"
 
 @pytest.fixture
 def served(fresh_home):
-    """(url, home) of a server over a private copy of the seeded store."""
+    """(url, home, sb) of a server over a private copy of the seeded store."""
     from skillbase.api import SkillBase
 
     sb = SkillBase(Settings.from_env(env={}, home=fresh_home))
     sb.warm_up()
     port = free_port()
     with running(http_app(build_server(sb, warm=False), host="127.0.0.1", port=port, token=TOKEN), port):
-        yield f"http://127.0.0.1:{port}/mcp", fresh_home
+        yield f"http://127.0.0.1:{port}/mcp", fresh_home, sb
     sb.close()
 
 
@@ -44,13 +43,10 @@ def _client(url: str):
     return http, Client(streamable_http_client(url, http_client=http))
 
 
-def _index_lag(home) -> int:
-    """Ledger changes the vector index does not hold yet, read from the files."""
-    settings = Settings.from_env(env={}, home=home)
-    with sqlite3.connect(settings.ledger_path) as ledger, sqlite3.connect(settings.chroma_dir / MIRROR_FILE) as mirror:
-        top = ledger.execute("SELECT COALESCE(MAX(seq), 0) FROM outbox").fetchone()[0]
-        seen = mirror.execute("SELECT value FROM state WHERE key='seq'").fetchone()
-    return top - int(seen[0] if seen else 0)
+def _index_lag(sb) -> int:
+    """Ledger changes the server's vector index does not hold yet (read without the index lock)."""
+    store = sb.memory
+    return store.ledger.committed_seq() - (store.vectors.peek_seq() or 0)
 
 
 def _ids(result) -> set[str]:
@@ -58,7 +54,7 @@ def _ids(result) -> set[str]:
 
 
 def test_sixteen_clients_at_once_are_all_answered_and_lose_nothing(served):
-    url, home = served
+    url, home, _ = served
     session = f"load-{uuid.uuid4().hex[:8]}"
     mix = ("recall", "record_lesson", "attempt_history")
     results: list[tuple[str, object]] = []
@@ -96,7 +92,7 @@ def test_sixteen_clients_at_once_are_all_answered_and_lose_nothing(served):
 
 
 def test_a_lesson_is_recalled_by_every_client_at_once_while_indexing_is_stuck(served):
-    url, home = served
+    url, home, sb = served
     text = f"Tiling the {uuid.uuid4().hex[:8]} reduction over two warps removed the shared-memory round trip"
     timings: dict[str, float] = {}
 
@@ -118,11 +114,11 @@ def test_a_lesson_is_recalled_by_every_client_at_once_while_indexing_is_stuck(se
                     seen = await client.call_tool("recall", {"query": text, "k": 5})
                     timings[name] = time.perf_counter() - t0
                     assert exp_id in _ids(seen), f"the {name} client's recall missed the lesson"
-                assert _index_lag(home) > 0, "the lesson was indexed despite the lock"
+                assert _index_lag(sb) > 0, "the lesson was indexed despite the lock"
             finally:
                 lock.release()
             deadline = time.perf_counter() + 2.0
-            while _index_lag(home):
+            while _index_lag(sb):
                 assert time.perf_counter() < deadline, "the lesson was never indexed after the lock was freed"
                 await anyio.sleep(0.05)
             assert exp_id in _ids(await b.call_tool("recall", {"query": text, "k": 5}))
