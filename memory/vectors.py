@@ -1,20 +1,27 @@
 """The vector index: chroma collections derived from the ledger, rebuildable.
 
-Collections ``experiences``, ``skills`` and ``attempts`` hold our own
-embeddings (chroma never loads a model) and the metadata listed in
-``skillbase.memory.documents``. An embedded ``PersistentClient`` under
+Collections ``experiences``, ``skills`` and ``attempts`` hold ids and our own
+embeddings, nothing else (chroma never loads a model). An embedded ``PersistentClient`` under
 ``settings.chroma_dir`` by default; a chroma server when
 ``settings.chroma_url`` is set (its collections are prefixed with the store id,
 so several stores can share one server).
 
 Beside chroma sits a small SQLite *mirror*: the ledger seq the index
-reflects, a generation token that changes whenever chroma is written, and a
-copy of every record's metadata. The seq lets any process catch the index up
-from the ledger's change log; the generation token tells a process that
-another one wrote chroma since, so it reopens its client (an embedded chroma
-client does not see other processes' writes); the metadata copy answers
-filtered queries fast (see ``query``). All of it is guarded by a file lock under
-``settings.home``; nobody writes chroma outside ``session()``.
+reflects, a generation token that changes whenever chroma is written, and
+every record's metadata (the keys listed in ``skillbase.memory.documents``)
+and document text. The seq lets any process catch the index up from the
+ledger's change log; the generation token tells a process that another one
+wrote chroma since, so it reopens its client (an embedded chroma client does
+not see other processes' writes); the metadata answers filters (see
+``query``). All of it is guarded by a file lock under ``settings.home``;
+nobody writes chroma outside ``session()``.
+
+Why chroma holds vectors only: an embedded chroma upsert keeps the interpreter
+lock for its whole call, stopping every other thread of the process, and
+writing metadata and documents cost it twice as long as the vectors alone
+(``benchmarks/chroma_gil.py``; docs/benchmarks.md, issue 21). An index built
+by an older release, with both in chroma, is rebuilt from the ledger once
+(``INDEX_FORMAT``); cached embeddings make that a rewrite, not a re-embedding.
 
 A chroma directory that cannot be opened or read is moved aside and rebuilt
 from the ledger, with a ``MemoryIndexWarning``.
@@ -49,7 +56,7 @@ from skillbase.config import Settings
 from skillbase.errors import InvalidInput, StoreError
 
 from skillbase.memory.documents import COLLECTIONS, IndexDoc
-from skillbase.memory.filters import matches
+from skillbase.memory.filters import matches, to_sql
 
 log = logging.getLogger("skillbase.memory")
 
@@ -57,6 +64,7 @@ MIRROR_FILE = "skillbase-index.sqlite3"
 # Over-fetch sizes for filtered queries: nearest ids first, filtered on the
 # mirror; chroma's own (slow, exact) filter only when these do not fill k.
 OVERFETCH = (256, 2048)
+INDEX_FORMAT = "2"  # 2: chroma holds ids and vectors; metadata and documents live in the mirror
 METADATA_CACHE = 8192  # decoded metadata rows kept per process
 QUERY_ANSWERS = 512  # kNN answers kept per process
 
@@ -95,6 +103,11 @@ class Mirror:
         self.conn.execute("CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
         self.conn.execute(
             "CREATE TABLE IF NOT EXISTS meta (collection TEXT NOT NULL, id TEXT NOT NULL, metadata TEXT NOT NULL, "
+            "PRIMARY KEY (collection, id)) WITHOUT ROWID"
+        )
+        # Texts apart from the metadata: a filter's scan of ``meta`` never pages through them.
+        self.conn.execute(
+            "CREATE TABLE IF NOT EXISTS docs (collection TEXT NOT NULL, id TEXT NOT NULL, document TEXT NOT NULL, "
             "PRIMARY KEY (collection, id)) WITHOUT ROWID"
         )
         self.inode = os.stat(path).st_ino
@@ -147,7 +160,8 @@ class Mirror:
                 [(k, str(v)) for k, v in values.items()],
             )
 
-    def put(self, collection: str, ids: Sequence[str], metadatas: Sequence[dict[str, Any]]) -> None:
+    def put(self, collection: str, ids: Sequence[str], metadatas: Sequence[dict[str, Any]],
+            documents: Sequence[str]) -> None:
         try:
             with self._tx():
                 self.conn.executemany(
@@ -155,13 +169,20 @@ class Mirror:
                     "ON CONFLICT(collection, id) DO UPDATE SET metadata=excluded.metadata",
                     [(collection, i, json.dumps(m, separators=(",", ":"))) for i, m in zip(ids, metadatas)],
                 )
+                self.conn.executemany(
+                    "INSERT INTO docs(collection, id, document) VALUES (?, ?, ?) "
+                    "ON CONFLICT(collection, id) DO UPDATE SET document=excluded.document",
+                    [(collection, i, d) for i, d in zip(ids, documents)],
+                )
         finally:
             self._drop(collection, ids)
 
     def delete(self, collection: str, ids: Sequence[str]) -> None:
         try:
             with self._tx():
-                self.conn.executemany("DELETE FROM meta WHERE collection=? AND id=?", [(collection, i) for i in ids])
+                for table in ("meta", "docs"):
+                    self.conn.executemany(f"DELETE FROM {table} WHERE collection=? AND id=?",
+                                          [(collection, i) for i in ids])
         finally:
             self._drop(collection, ids)
 
@@ -234,6 +255,24 @@ class Mirror:
                 while len(cached) > METADATA_CACHE:
                     cached.popitem(last=False)
         return out
+
+    def documents(self, collection: str, ids: Sequence[str]) -> dict[str, str]:
+        """Document text by id of the ``ids`` the mirror holds."""
+        out: dict[str, str] = {}
+        for i in range(0, len(ids), 900):
+            chunk = list(ids[i : i + 900])
+            out.update(self._read(
+                f"SELECT id, document FROM docs WHERE collection=? AND id IN ({','.join('?' * len(chunk))})",
+                [collection, *chunk],
+            ))
+        return out
+
+    def select(self, collection: str, where: dict[str, Any]) -> list[str]:
+        """Every id of ``collection`` whose metadata passes ``where`` (chroma's semantics, in SQLite:
+        the interpreter lock is free meanwhile)."""
+        condition, params = to_sql(where)
+        return [r[0] for r in self._read(f"SELECT id FROM meta WHERE collection=? AND {condition}",
+                                         [collection, *params])]
 
     def count(self, collection: str) -> int:
         return self._read("SELECT COUNT(*) FROM meta WHERE collection=?", (collection,))[0][0]
@@ -386,6 +425,8 @@ class VectorIndex:
             return self.reset("it belongs to another store")
         if state.get("model") != self.model:
             return self.reset(f"it was built with embedding model {state.get('model')!r}, not {self.model!r}")
+        if state.get("format") != INDEX_FORMAT:
+            return self.reset("it was built by an older release, with texts and metadata in chroma", keep=False)
         return state
 
     def ready(self) -> dict[str, Any]:
@@ -495,10 +536,8 @@ class VectorIndex:
             return
         collection = docs[0].collection
         ids = [d.id for d in docs]
-        self._cols[collection].upsert(
-            ids=ids, embeddings=embeddings, documents=[d.text for d in docs], metadatas=[d.metadata for d in docs]
-        )
-        self._mirror.put(collection, ids, [d.metadata for d in docs])
+        self._cols[collection].upsert(ids=ids, embeddings=embeddings)
+        self._mirror.put(collection, ids, [d.metadata for d in docs], [d.text for d in docs])
 
     def delete(self, collection: str, ids: Sequence[str]) -> None:
         if ids:
@@ -515,15 +554,14 @@ class VectorIndex:
               documents: bool = True, exhaustive: bool = True) -> list[Hit]:
         """The ``k`` nearest records of a collection that pass ``where``.
 
-        chroma answers the kNN with distances only (its own metadata and
-        document fetch costs 10-25 ms a query at 100k records; the kNN ~2 ms);
-        metadata comes from the mirror, filtered there with chroma's semantics
-        over the nearest k (unfiltered) or 256 then 2048 ids. When even that
-        does not fill ``k`` and the collection is larger, chroma's own filter
-        answers (~0.4 s at 100k records) unless ``exhaustive=False``, which
-        returns the matches among the 2048 nearest instead. ``documents=False``
-        leaves ``Hit.document`` empty and skips fetching the texts. Call inside
-        ``session()``.
+        chroma answers the kNN with distances only; metadata and texts come
+        from the mirror, filtered there with chroma's semantics over the
+        nearest k (unfiltered) or 256 then 2048 ids. When even that does not
+        fill ``k`` and the collection is larger, the mirror selects every
+        matching id and chroma searches among those only, unless
+        ``exhaustive=False``, which returns the matches among the 2048 nearest
+        instead. ``documents=False`` leaves ``Hit.document`` empty and skips
+        fetching the texts. Call inside ``session()``.
         """
         if collection not in self._cols:
             raise InvalidInput(f"unknown collection {collection!r}", hint=f"one of {', '.join(COLLECTIONS)}")
@@ -553,29 +591,23 @@ class VectorIndex:
             keep = [(i, d) for i, d in zip(ids, dists) if i in metas and (where is None or matches(where, metas[i]))][:k]
             if len(keep) == k or n >= total or where is None or (not exhaustive and n == OVERFETCH[-1]):
                 return self._fetch(collection, keep, metas, documents)
-        res = col.query(query_embeddings=[embedding], n_results=min(k, total), where=where,
-                        include=["distances", "metadatas"] + (["documents"] if documents else []))
-        return self._hits(collection, res)
+        allowed = self._mirror.select(collection, where)
+        if not allowed:
+            return []
+        res = col.query(query_embeddings=[embedding], n_results=min(k, len(allowed)), ids=allowed,
+                        include=["distances"])
+        ids, dists = res["ids"][0], res["distances"][0]
+        metas = self._mirror.get(collection, ids)
+        return self._fetch(collection, [(i, d) for i, d in zip(ids, dists) if i in metas], metas, documents)
 
     def _fetch(self, collection: str, keep: list[tuple[str, float]], metas: dict[str, dict],
                documents: bool) -> list[Hit]:
         if not keep:
             return []
-        docs: dict[str, str] = {}
-        if documents:
-            got = self._cols[collection].get(ids=[i for i, _ in keep], include=["documents"])
-            docs = dict(zip(got["ids"], got["documents"]))
+        docs = self._mirror.documents(collection, [i for i, _ in keep]) if documents else {}
         return [
             Hit(collection=collection, id=i, distance=float(d), score=1.0 - float(d), metadata=metas[i], document=docs.get(i) or "")
             for i, d in keep
-        ]
-
-    def _hits(self, collection: str, res: dict[str, Any]) -> list[Hit]:
-        ids, dists, metas = res["ids"][0], res["distances"][0], res["metadatas"][0]
-        docs = (res.get("documents") or [None])[0] or [""] * len(ids)
-        return [
-            Hit(collection=collection, id=i, distance=float(d), score=1.0 - float(d), metadata=dict(m or {}), document=doc or "")
-            for i, d, m, doc in zip(ids, dists, metas, docs)
         ]
 
     def counts(self) -> dict[str, int]:
@@ -588,10 +620,12 @@ class VectorIndex:
 
     # -- rebuilding ----------------------------------------------------------
 
-    def reset(self, reason: str | None) -> dict[str, Any]:
-        """Empty the index (moving a broken embedded chroma dir aside) so the
-        next catch-up rebuilds it from the ledger. ``reason`` (when given) is
-        reported as a MemoryIndexWarning. Call inside ``session()``."""
+    def reset(self, reason: str | None, keep: bool | None = None) -> dict[str, Any]:
+        """Empty the index so the next catch-up rebuilds it from the ledger.
+        ``reason`` (when given) is reported as a MemoryIndexWarning; an
+        embedded chroma dir is then moved aside for inspection unless ``keep``
+        is False (by default, kept exactly when there is a reason). Call inside
+        ``session()``."""
         if reason:
             where = self.where
             msg = f"the vector index at {where} is rebuilt from the ledger: {reason}"
@@ -599,7 +633,7 @@ class VectorIndex:
             warnings.warn(msg, MemoryIndexWarning, stacklevel=4)
         self._close_all()
         if self.mode == "embedded":
-            self._move_aside(keep=bool(reason))
+            self._move_aside(keep=bool(reason) if keep is None else keep)
         else:
             self._drop_server_collections()
             self._mirror_path().unlink(missing_ok=True)
@@ -607,7 +641,7 @@ class VectorIndex:
                 Path(str(self._mirror_path()) + suffix).unlink(missing_ok=True)
         self._mirror = Mirror(self._mirror_path())
         gen = uuid.uuid4().hex
-        self._mirror.set_state(seq=0, gen=gen, dirty=0, store_id=self.store_id, model=self.model)
+        self._mirror.set_state(seq=0, gen=gen, dirty=0, store_id=self.store_id, model=self.model, format=INDEX_FORMAT)
         self._open_client()
         self._gen = gen
         if self.mode == "server":

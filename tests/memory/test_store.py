@@ -83,11 +83,15 @@ def test_bad_records_never_reach_the_store(open_store, make_settings):
 
 
 def test_filter_semantics_agree_with_chroma(open_store, embedded_settings):
+    # The index keeps metadata in its mirror, not in chroma: the same records go into a scratch chroma
+    # collection with their metadata, and chroma's own filter is the judge of `matches` (Python), of
+    # `to_sql` (the mirror's SQLite) and of the index's filtered queries.
     store = open_store(embedded_settings())
     atts = [attempt(i, techniques=(("online-softmax",), ("tensor-cores", "smem-tiling"), ())[i % 3],
                     ms=(0.2, 0.5, None)[i % 3], verdict=("correct", "correct", "incorrect")[i % 3],
                     bound=("memory", "compute")[i % 2]) for i in range(30)]
     store.record_attempts(atts)
+    store.sync()
     filters = [
         {"verdict": "correct"}, {"verdict": {"$ne": "correct"}}, {"speedup": {"$gte": 3.0}},
         {"speedup": {"$lt": 3}}, {"techniques": {"$contains": "tensor-cores"}},
@@ -95,20 +99,29 @@ def test_filter_semantics_agree_with_chroma(open_store, embedded_settings):
         {"bottleneck": {"$nin": ["compute"]}}, {"median_ms": {"$lte": 0.2}},
         {"$and": [{"verdict": "correct"}, {"bottleneck": "memory"}]},
         {"$or": [{"speedup": {"$gt": 4}}, {"techniques": {"$contains": "smem-tiling"}}]},
-        {"has_parent": False}, {"family": "matmul"},
+        {"has_parent": False}, {"has_parent": {"$ne": True}}, {"family": "matmul"}, {"created": {"$gt": 0}},
+        {"speedup": {"$in": [1.0, 2.0, 3.0]}}, {"no such key": {"$ne": "x"}}, {"no such key": "x"},
     ]
+    q = store.embedder.embed_one("softmax kernel")
     with store.vectors.session():
-        col = store.vectors._cols["attempts"]
-        everything = col.get(include=["metadatas"])
+        store.vectors.ready()
+        index, mirror = store.vectors._cols["attempts"], store.vectors._mirror
+        lean = index.get(include=["metadatas", "documents", "embeddings"])
+        assert lean["metadatas"] == [None] * 30 and lean["documents"] == [None] * 30  # vectors only
+        metas = mirror.get("attempts", lean["ids"])
+        judge = store.vectors._client.get_or_create_collection("judge", metadata={"hnsw:space": "cosine"},
+                                                               embedding_function=None)
+        judge.add(ids=lean["ids"], embeddings=lean["embeddings"], metadatas=[metas[i] for i in lean["ids"]])
         for where in filters:
-            ours = {i for i, m in zip(everything["ids"], everything["metadatas"]) if matches(where, m)}
-            assert ours == set(col.get(where=where)["ids"]), where
-            hits = store.vectors.query("attempts", store.embedder.embed_one("softmax kernel"), 5, where)
-            assert [h.id for h in hits] == col.query(query_embeddings=[store.embedder.embed_one("softmax kernel")],
-                                                     n_results=5, where=where)["ids"][0][: len(hits)], where
+            expected = set(judge.get(where=where)["ids"])
+            assert {i for i, m in metas.items() if matches(where, m)} == expected, where
+            assert set(mirror.select("attempts", where)) == expected, where
+            hits = store.vectors.query("attempts", q, 5, where)
+            assert [h.id for h in hits] == judge.query(query_embeddings=[q], n_results=5,
+                                                       where=where)["ids"][0][: len(hits)], where
 
 
-def test_sparse_filters_fall_back_to_chroma_unless_told_not_to(open_store, embedded_settings, monkeypatch):
+def test_sparse_filters_search_every_match_unless_told_not_to(open_store, embedded_settings, monkeypatch):
     from skillbase.memory import vectors as memory_vectors
 
     store = open_store(embedded_settings())
@@ -127,7 +140,10 @@ def test_sparse_filters_fall_back_to_chroma_unless_told_not_to(open_store, embed
             return col.query(query_embeddings=[e], n_results=n, include=["distances"])["ids"][0]
 
         full = store.vectors.query("attempts", e, 2, {"verdict": "correct"})
-        assert {h.id for h in full} == correct  # found by chroma's own filter
+        assert {h.id for h in full} == correct  # every match, selected in the mirror, searched by chroma
+        assert [h.id for h in full] == [i for i in nearest(20) if i in correct]
+        assert all(h.document.startswith(h.metadata["task"]) for h in full)  # texts from the mirror
+        assert store.vectors.query("attempts", e, 2, {"verdict": "no such verdict"}) == []
         lean = store.vectors.query("attempts", e, 2, {"verdict": "correct"}, exhaustive=False)
         assert [h.id for h in lean] == [i for i in nearest(6) if i in correct]  # only what the 6 nearest hold
         assert len(lean) < len(full)
@@ -194,6 +210,30 @@ def test_reindex_replaces_the_collections(open_store, make_settings):
     store.record_attempts([attempt(i) for i in range(4)])
     assert store.reindex() == 4
     assert store.stats().index_counts["attempts"] == 4 and len(store.search("attempts", "softmax", k=10)) == 4
+
+
+def test_an_index_of_the_older_layout_is_rebuilt_once(embedded_settings, open_store):
+    import sqlite3
+
+    settings = embedded_settings()
+    store = open_store(settings)
+    ids = {a.id for a in store.record_attempts([attempt(i) for i in range(6)])}
+    store.sync()
+    store.close()
+    # What an older release left: no layout in the bookkeeping, no texts beside the metadata.
+    with sqlite3.connect(settings.chroma_dir / "skillbase-index.sqlite3") as old:
+        old.execute("DELETE FROM state WHERE key='format'")
+        old.execute("DROP TABLE docs")
+    with pytest.warns(MemoryIndexWarning, match="older release"):
+        store = open_store(settings)
+        hits = store.search("attempts", "softmax", k=10)
+    assert {h.id for h in hits} == ids and all(h.document for h in hits)
+    assert not list(settings.home.glob("chroma.broken-*")), "an outdated layout is not damage: nothing kept aside"
+    store.close()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", MemoryIndexWarning)  # once
+        store = open_store(settings)
+        assert {h.id for h in store.search("attempts", "softmax", k=10)} == ids
 
 
 @pytest.mark.parametrize("damage", ["garbage", "truncated", "bookkeeping"])
@@ -364,11 +404,12 @@ def test_index_mirror_keeps_decoded_metadata_and_answers_only_while_nothing_was_
     from skillbase.memory.vectors import Mirror
 
     m = Mirror(tmp_path / "mirror.sqlite3")
-    m.put("skills", ["a", "b"], [{"v": 1}, {"v": 2}])
+    m.put("skills", ["a", "b"], [{"v": 1}, {"v": 2}], ["text a", "text b"])
     assert m.get("skills", ["a", "b", "zz"]) == {"a": {"v": 1}, "b": {"v": 2}}
+    assert m.documents("skills", ["b", "zz"]) == {"b": "text b"}
     first = m.get("skills", ["a"])["a"]
     assert m.get("skills", ["a"])["a"] is first  # decoded once, then kept
-    m.put("skills", ["a"], [{"v": 3}])
+    m.put("skills", ["a"], [{"v": 3}], [""])
     assert m.get("skills", ["a"]) == {"a": {"v": 3}}
     m.delete("skills", ["b"])
     assert m.get("skills", ["b"]) == {}
@@ -380,10 +421,10 @@ def test_index_mirror_keeps_decoded_metadata_and_answers_only_while_nothing_was_
     def racing_read(sql, params=()):
         rows = real_read(sql, params)
         if "FROM meta" in sql:
-            m.put("skills", ["c"], [{"v": "new"}])
+            m.put("skills", ["c"], [{"v": "new"}], [""])
         return rows
 
-    m.put("skills", ["c"], [{"v": "old"}])
+    m.put("skills", ["c"], [{"v": "old"}], [""])
     m._metas.clear()
     m._read = racing_read
     assert m.get("skills", ["c"]) == {"c": {"v": "old"}}  # what the SELECT saw
@@ -395,9 +436,9 @@ def test_index_mirror_keeps_decoded_metadata_and_answers_only_while_nothing_was_
     writes = m.stamp("skills")
     m.keep_answer(key, writes, ["hit"])
     assert m.answer(key) == ["hit"]
-    m.put("experiences", ["e"], [{"v": 1}])
+    m.put("experiences", ["e"], [{"v": 1}], [""])
     assert m.answer(key) == ["hit"]  # another collection's write changes nothing here
-    m.put("skills", ["d"], [{"v": 4}])
+    m.put("skills", ["d"], [{"v": 4}], [""])
     assert m.answer(key) is None
     m.keep_answer(key, writes, ["stale"])  # computed before that write: not kept
     assert m.answer(key) is None
