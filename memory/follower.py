@@ -46,13 +46,18 @@ class Follower:
         with self._cv:
             if self._stopping:
                 return self._asked
+            # A round already asked for and not yet begun takes this poke's writes too: the thread
+            # need not be woken for it. Waking it anyway, at every write and search of a loaded
+            # server, cost a wake-up and a turn at the interpreter lock each time.
+            pending = self._asked > self._done
             self._asked += 1
             if urgent:
                 self._urgent = self._asked
             if self._thread is None:
                 self._thread = threading.Thread(target=self._loop, name=self._name, daemon=True)
                 self._thread.start()
-            self._cv.notify_all()
+            if urgent or not pending:
+                self._cv.notify_all()
             return self._asked
 
     def wait(self, ready: Callable[[], bool], timeout: float) -> bool:

@@ -112,6 +112,10 @@ class Store:
         self._graph: ReasoningGraph | None = None
         self._glock = threading.RLock()
         self._known: dict[tuple[str, str], IndexDoc] = {}
+        # The fresh tail's vectors by record, with the document each was computed for: every search
+        # of a loaded server reads the same few fresh records, and looking each up in the embedder
+        # again (hashing its text) was a fourteenth of a recall.
+        self._tail_vecs: dict[tuple[str, str], tuple[IndexDoc, np.ndarray]] = {}
         self._klock = threading.Lock()
         # Index and graph updates after a write run here, off the caller's path.
         self._follower = Follower(self._follow, gather_s=FOLLOW_GATHER_S)
@@ -317,12 +321,29 @@ class Store:
         docs = [d for d in tail.values() if d.collection == collection and (where is None or matches(where, d.metadata))]
         if not docs:
             return []
-        vecs = indexer.embed_docs(self.embedder, docs)
+        vecs = self._tail_vectors(docs)
         dist = 1.0 - vecs @ embedding.astype(np.float32)
         order = np.argsort(dist, kind="stable")[:k]
         return [Hit(collection=collection, id=docs[i].id, distance=float(dist[i]), score=1.0 - float(dist[i]),
                     metadata=copy_metadata(docs[i].metadata),
                     document=docs[i].text if documents else "") for i in order]
+
+    def _tail_vectors(self, docs: list[IndexDoc]) -> np.ndarray:
+        """The embeddings of fresh-tail documents (as the follower will index them), computed once each."""
+        with self._klock:
+            kept = [self._tail_vecs.get((d.collection, d.id)) for d in docs]
+        missing = [d for d, k in zip(docs, kept) if k is None or k[0] is not d]
+        if missing:
+            fresh = indexer.embed_docs(self.embedder, missing)
+            with self._klock:
+                for d, v in zip(missing, fresh):
+                    self._tail_vecs[d.collection, d.id] = (d, v)
+                while len(self._tail_vecs) > KNOWN_DOCS_MAX:
+                    self._tail_vecs.pop(next(iter(self._tail_vecs)))
+            got = {(d.collection, d.id): v for d, v in zip(missing, fresh)}
+            return np.stack([k[1] if k is not None and k[0] is d else got[d.collection, d.id]
+                             for d, k in zip(docs, kept)])
+        return np.stack([k[1] for k in kept])
 
     def _known_docs(self) -> dict[tuple[str, str], IndexDoc]:
         with self._klock:
@@ -331,6 +352,7 @@ class Store:
     def _forget_known(self) -> None:
         with self._klock:
             self._known.clear()
+            self._tail_vecs.clear()
 
     def reindex(self) -> int:
         """Rebuild the vector index and the graph from the ledger (cached

@@ -206,6 +206,32 @@ def test_the_follower_gathers_writes_and_starts_at_once_for_a_waiting_reader():
     assert len(rounds) == 5
 
 
+def test_the_follower_is_woken_only_when_a_poke_changes_what_it_waits_for():
+    from skillbase.memory.follower import Follower
+
+    rounds: list[float] = []
+    f = Follower(lambda: rounds.append(time.perf_counter()), name="test-follower", gather_s=0.3)
+    wakes = []
+    real = f._cv.notify_all
+    f._cv.notify_all = lambda: (wakes.append(1), real())[1]
+    try:
+        f.poke()  # idle: woken to start gathering
+        for _ in range(20):  # more writes while it gathers: the same round takes them, nobody woken
+            f.poke()
+        assert len(wakes) == 1
+        deadline = time.perf_counter() + 5
+        while not rounds:
+            assert time.perf_counter() < deadline
+            time.sleep(0.01)
+        time.sleep(0.1)
+        assert len(rounds) == 1  # one round for all 21
+        f.poke()
+        f.poke(urgent=True)  # a waiting reader wakes it at once, gathering or not
+        assert len(wakes) == 4  # the loop's own notify after its round, the new idle poke, the urgent one
+    finally:
+        f.close()
+
+
 def test_callers_writing_and_searching_at_once_each_find_their_own_writes(embedded_settings, open_store):
     # Writes, searches and the follower's gathered upserts all at once: every caller's search finds
     # the lesson it has just written (indexed or still in the fresh tail), no record twice, nearest first.
