@@ -503,6 +503,8 @@ def main(argv: list[str] | None = None) -> dict:
         url = f"http://127.0.0.1:{port}/mcp"
         runs = []
         load_before = os.getloadavg()
+        speed_ms = python_speed_ms()
+        cpu_before = _cpu_times()
         try:
             # One uncounted warm-up session: the server opens the store and the model once.
             asyncio.run(_warm(url))
@@ -533,9 +535,13 @@ def main(argv: list[str] | None = None) -> dict:
             "runs": runs,
             "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version(),
                         "load_average_before": [round(x, 2) for x in load_before],
-                        "load_average_after": [round(x, 2) for x in os.getloadavg()]},
+                        "load_average_after": [round(x, 2) for x in os.getloadavg()],
+                        "python_loop_ms": speed_ms, "cpu_stolen_share": _stolen_share(cpu_before, _cpu_times())},
             "seed_s": round(seed_s, 1),
         }
+        stolen = result["machine"]["cpu_stolen_share"]
+        print(f"machine speed: a 2M-iteration Python loop in {speed_ms} ms (best of 3); CPU time stolen by the "
+              f"hypervisor during the runs: {'unknown' if stolen is None else f'{100 * stolen:.1f} %'}")
         if args.profile:
             result["profile"] = str(args.profile / ("server.cpu.pyspy.txt" if args.profile_cpu else "server.pyspy.txt"))
         if args.out:
@@ -547,6 +553,36 @@ def main(argv: list[str] | None = None) -> dict:
         if chroma is not None:
             stop(chroma)
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def python_speed_ms() -> float:
+    """Milliseconds this machine takes for a fixed pure-Python loop (best of 3): how fast a core is
+    today. The same code's figures from two days compare only in these units: the machines this runs
+    on are virtual, and their speed has been seen to differ twofold from one day to the next."""
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        total = 0
+        for i in range(2_000_000):
+            total += i
+        best = min(best, time.perf_counter() - start)
+    return round(best * 1e3, 1)
+
+
+def _cpu_times() -> list[int] | None:
+    try:
+        with open("/proc/stat") as f:
+            return [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None  # not Linux
+
+
+def _stolen_share(before: list[int] | None, after: list[int] | None) -> float | None:
+    """The share of the machine's CPU time its hypervisor gave to others meanwhile (/proc/stat's steal)."""
+    if not before or not after or len(before) < 8:
+        return None
+    spent = [b - a for a, b in zip(before, after)]
+    return round(spent[7] / sum(spent), 3) if sum(spent) else None
 
 
 async def _warm(url: str) -> None:

@@ -1060,10 +1060,35 @@ def eval_scale(workdir: Path, embedder, n_attempts: int, cache_from: Path | None
     res["recall_ms"] = {k: {"p50": round(pct(v, 0.5), 2), "p95": round(pct(v, 0.95), 2), "n": len(v)}
                         for k, v in lat.items()}
     res["recall_cpu_ms"] = {k: {"p50": round(pct(v, 0.5), 2), "p95": round(pct(v, 0.95), 2)} for k, v in cpu.items()}
+    res["filtered_search"] = filtered_search(store, min(n_queries, 50))
     res["load_average"] = [round(x, 2) for x in os.getloadavg()]
     retriever.close()
     store.close()
     return res
+
+
+def filtered_search(store, n: int) -> dict:
+    """Attempts searched under a one-task filter (the tasks of ``n`` random attempts): when the 2048
+    nearest hold fewer than k of the task's attempts, the index selects every match in its mirror and
+    chroma searches among those; the mirror's selection is timed apart too."""
+    mirror = store.vectors._mirror
+    rows = mirror._read("SELECT metadata FROM meta WHERE collection='attempts' ORDER BY random() LIMIT ?", (n,))
+    lat, sel, matched, found = [], [], [], []
+    for (meta,) in rows:
+        where = {"task": json.loads(meta)["task"]}
+        t0 = time.perf_counter()
+        hits = store.search("attempts", f"a faster kernel for {where['task']}", k=10, where=where, documents=False)
+        lat.append((time.perf_counter() - t0) * 1000)
+        t0 = time.perf_counter()
+        matched.append(len(mirror.select("attempts", where)))
+        sel.append((time.perf_counter() - t0) * 1000)
+        found.append(len(hits))
+    return {"queries": len(lat), "k": 10,
+            "search_ms": {"p50": round(pct(lat, 0.5), 2), "p95": round(pct(lat, 0.95), 2)},
+            "mirror_select_ms": {"p50": round(pct(sel, 0.5), 2), "p95": round(pct(sel, 0.95), 2)},
+            "matching_attempts": {"min": min(matched), "median": sorted(matched)[len(matched) // 2],
+                                  "max": max(matched)},
+            "hits_returned": {"min": min(found), "max": max(found)}} if lat else {}
 
 
 # ---------------------------------------------------------------------------
