@@ -522,6 +522,36 @@ def test_fresh_writes_are_searched_from_memory_as_the_index_will_answer(open_sto
         assert [h.distance for h in before] == pytest.approx([h.distance for h in after], abs=1e-4)
 
 
+def test_a_search_beside_a_commit_still_finds_every_fresh_write(open_store, embedded_settings):
+    # A search from another caller that lands between a write's ledger commit and the write's
+    # return must still answer for every pending write from memory: the committing write's
+    # document is known before its commit.
+    settings = embedded_settings()
+    store = open_store(settings)
+    store.record_experience(lesson("Indexed already: a two pass softmax reads each row twice"))
+    store.sync()
+    text = "rows that spill registers are split over two programs"
+    found: list[list[str]] = []
+    with FileLock(str(settings.home / "index.lock")):  # nothing more gets indexed meanwhile
+        first = store.record_experience(lesson("Rows that spill registers: split each row over two programs"))
+        real = store.ledger.record_experiences
+
+        def committing(exps):
+            out = real(exps)  # durable: every search of the process sees its change from here on
+            other = threading.Thread(target=lambda: found.append(
+                [h.id for h in store.search("experiences", text, k=5)]))  # another caller: no writes of its own
+            other.start()
+            other.join(30)
+            return out
+
+        store.ledger.record_experiences = committing
+        try:
+            store.record_experience(lesson("Vectorized loads of four floats halve the instructions"))
+        finally:
+            del store.ledger.record_experiences
+    assert found and first.id in found[0]
+
+
 def test_a_rederived_task_is_searched_under_its_new_class(open_store, embedded_settings):
     # A write's kept document (what the indexer and fresh searches use instead of reading it back)
     # names the task's class when it was written; moving the task to another class must not index
