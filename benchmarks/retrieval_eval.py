@@ -1072,10 +1072,11 @@ def filtered_search(store, n: int) -> dict:
     nearest hold fewer than k of the task's attempts, the index selects every match in its mirror and
     chroma searches among those; the mirror's selection is timed apart too."""
     mirror = store.vectors._mirror
-    rows = mirror._read("SELECT metadata FROM meta WHERE collection='attempts' ORDER BY random() LIMIT ?", (n,))
+    every = mirror.select("attempts", {})
+    picked = mirror.get("attempts", random.Random(7).sample(every, min(n, len(every))))
     lat, sel, matched, found = [], [], [], []
-    for (meta,) in rows:
-        where = {"task": json.loads(meta)["task"]}
+    for meta in picked.values():
+        where = {"task": meta["task"]}
         t0 = time.perf_counter()
         hits = store.search("attempts", f"a faster kernel for {where['task']}", k=10, where=where, documents=False)
         lat.append((time.perf_counter() - t0) * 1000)

@@ -118,7 +118,7 @@ def _sql_where(where: dict[str, Any], column: str, params: list[Any]) -> str:
     parts = []
     for key, cond in where.items():
         if key in ("$and", "$or"):
-            inner = [_sql_where(w, column, params) for w in cond] or ["1"]
+            inner = [_sql_where(w, column, params) for w in cond] or ["1" if key == "$and" else "0"]  # all([]), any([])
             parts.append("(" + (" AND " if key == "$and" else " OR ").join(inner) + ")")
         elif not _PLAIN_KEY.fullmatch(key):
             parts.append("1" if _field(_MISSING, cond) else "0")

@@ -340,18 +340,17 @@ class Store:
         """The embeddings of fresh-tail documents (as the follower will index them), computed once each."""
         with self._klock:
             kept = [self._tail_vecs.get((d.collection, d.id)) for d in docs]
-        missing = [d for d, k in zip(docs, kept) if k is None or k[0] is not d]
+        vecs = [k[1] if k is not None and k[0] is d else None for d, k in zip(docs, kept)]
+        missing = [i for i, v in enumerate(vecs) if v is None]
         if missing:
-            fresh = indexer.embed_docs(self.embedder, missing)
+            fresh = indexer.embed_docs(self.embedder, [docs[i] for i in missing])
             with self._klock:
-                for d, v in zip(missing, fresh):
-                    self._tail_vecs[d.collection, d.id] = (d, v)
+                for i, v in zip(missing, fresh):
+                    vecs[i] = v
+                    self._tail_vecs[docs[i].collection, docs[i].id] = (docs[i], v)
                 while len(self._tail_vecs) > KNOWN_DOCS_MAX:
                     self._tail_vecs.pop(next(iter(self._tail_vecs)))
-            got = {(d.collection, d.id): v for d, v in zip(missing, fresh)}
-            return np.stack([k[1] if k is not None and k[0] is d else got[d.collection, d.id]
-                             for d, k in zip(docs, kept)])
-        return np.stack([k[1] for k in kept])
+        return np.stack(vecs)
 
     def _known_docs(self) -> dict[tuple[str, str], IndexDoc]:
         with self._klock:
