@@ -72,12 +72,20 @@ class SkillBase:
     @property
     def memory(self):
         """The Store: ledger, vector index and reasoning graph."""
+        store = self._store
+        if store is not None:  # open: no wait for the lock, which a part being built holds for seconds
+            return store
         with self._parts_lock:
             if self._store is None:
                 from skillbase.memory.store import Store
 
                 self._store = Store.open(self.settings)
             return self._store
+
+    @property
+    def memory_open(self) -> bool:
+        """Whether the store is open: a read of it now waits for nothing to be built."""
+        return self._store is not None
 
     @property
     def retriever(self):

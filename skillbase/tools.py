@@ -297,12 +297,17 @@ def resolve_path(value: str, ctx: CallContext, *, what: str) -> Path:
     return path
 
 
+def names_a_task(value: str, ctx: CallContext) -> bool:
+    """Whether ``value`` is taken as a task's name (built-in or recorded): no file is read for it."""
+    return bool(_BUILTIN_NAME.match(value)) and not value.endswith(".py") and (
+        (seeds.TASKS_DIR / value / "task.py").is_file() or not (ctx.workspace / value).exists())
+
+
 def resolve_task(value: str, ctx: CallContext) -> str:
     """A task name passes through (the API knows built-in and recorded names); anything
     path-like must be a file inside the workspace."""
-    if _BUILTIN_NAME.match(value) and not value.endswith(".py"):
-        if (seeds.TASKS_DIR / value / "task.py").is_file() or not (ctx.workspace / value).exists():
-            return value
+    if names_a_task(value, ctx):
+        return value
     return str(resolve_path(value, ctx, what="task"))
 
 
@@ -444,6 +449,13 @@ def propose_skill(sb: "SkillBase", args: ProposeSkillInput, ctx: CallContext) ->
                         resource=f"skill://{stored.name}")
 
 
+def _history_by_name(args: AttemptHistoryInput, ctx: CallContext) -> bool:
+    """A history asked for by a task's name, for which the API reads no file either (it also looks
+    in the current directory): a ledger lookup."""
+    return names_a_task(args.task, ctx) and (
+        (seeds.TASKS_DIR / args.task / "task.py").is_file() or not Path(args.task).exists())
+
+
 def attempt_history(sb: "SkillBase", args: AttemptHistoryInput, ctx: CallContext) -> AttemptHistory:
     attempts = sb.attempt_history(resolve_task(args.task, ctx), session=args.session, limit=args.limit)
     timed = [a for a in attempts if a.verdict == "correct" and a.median_ms]
@@ -469,6 +481,10 @@ class ToolSpec:
     fn: Callable[["SkillBase", Any, CallContext], BaseModel]
     read_only: bool = True
     long_running: bool = False
+    # Whether a call with these (validated) arguments is a lookup by key: a few milliseconds of reads,
+    # no file loaded, no model, no search, no lock that a slow call holds. A server may run such a
+    # call on its event loop instead of handing it to a thread (mcp_server.server).
+    quick: Callable[[Any, CallContext], bool] | None = None
 
     def input_schema(self) -> dict[str, Any]:
         """The JSON schema of the arguments, as MCP ``inputSchema`` and Anthropic ``input_schema``."""
@@ -644,7 +660,7 @@ TOOLS: list[ToolSpec] = [
             "observation use record_lesson. Cheap.")),
     ToolSpec(
         name="attempt_history", title="List a task's attempts", input_model=AttemptHistoryInput,
-        output_model=AttemptHistory, fn=attempt_history,
+        output_model=AttemptHistory, fn=attempt_history, quick=_history_by_name,
         description=(
             "List the attempts made on a task, oldest first, each with its parent, techniques, verdict, median "
             "time and speedups: the lineage of the optimization so far. Use it to see what was tried before "

@@ -238,3 +238,50 @@ def test_a_client_finds_the_lesson_it_just_recorded_while_indexing_lags(server):
     assert item is not None, [i["id"] for i in found["items"]]
     # Found by meaning, not only by its words: the vector index held it when the recall ran.
     assert "close in meaning" in item["why"], item["why"]
+
+
+def test_a_history_by_task_name_is_answered_on_the_event_loop_once_the_store_is_open(fresh_home, tmp_path):
+    """attempt_history by a task's name is a ledger lookup: once the store is open the server answers it
+    on its event loop, not through a thread (two more waits for the interpreter lock under load). Before
+    the store is open, and for a task given as a file (which is loaded), the call goes to a thread: the
+    event loop never opens a store or imports a task."""
+    import shutil
+    import threading
+
+    from skillbase.api import SkillBase
+
+    task_file = tmp_path / "work" / "my_relu.py"
+    task_file.parent.mkdir()
+    shutil.copy(seeds.TASKS_DIR / "relu" / "task.py", task_file)
+    sb = SkillBase(Settings.from_env(env={}, home=fresh_home))
+    threads: list[int] = []
+    real = sb.attempt_history
+
+    def spy(*args, **kwargs):
+        threads.append(threading.get_ident())
+        return real(*args, **kwargs)
+
+    sb.attempt_history = spy
+    srv = build_server(sb, workspace=task_file.parent, warm=False)
+
+    async def main():
+        loop_thread = threading.get_ident()
+        answers = []
+        async with Client(srv) as client:
+            for args in ({"task": "relu"}, {"task": "relu"}, {"task": "my_relu.py"}, {"task": "no_such_task"}):
+                answers.append(await client.call_tool("attempt_history", args))
+        return loop_thread, answers
+
+    try:
+        assert not sb.memory_open
+        loop_thread, answers = anyio.run(main)
+    finally:
+        sb.close()
+    for a in answers:
+        assert not a.is_error, a.content[0].text
+    assert answers[0].structured_content == answers[1].structured_content  # one answer, either way
+    assert answers[0].structured_content["attempts"]  # the seeded store's relu attempts
+    assert threads[0] != loop_thread  # the store was not open yet: a thread opened it
+    assert threads[1] == loop_thread  # open: answered on the event loop
+    assert threads[2] != loop_thread  # a task file is loaded in a thread
+    assert threads[3] == loop_thread  # a name only the store might know: a lookup
