@@ -35,7 +35,6 @@ if str(ROOT) not in sys.path:
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-DEFAULT_OUT = ROOT / "benchmarks" / "results" / "cpu-2026-11-23" / "mcp_external.json"
 INSPECTOR = "@modelcontextprotocol/inspector"
 
 # Runs inside the separate virtualenv: nothing from this repository is importable there.
@@ -183,7 +182,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--home", type=Path, help="a store to use (seeded if it is not); default a temporary one")
     ap.add_argument("--venv", type=Path, default=Path(tempfile.gettempdir()) / "skillbase-external-client-venv")
     ap.add_argument("--only", choices=["sdk", "inspector"])
-    ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    ap.add_argument("--out", type=Path, help="write the JSON here (default: print the summary only; a dated "
+                    "results folder is never written unless named)")
     args = ap.parse_args(argv)
 
     from skillbase.api import SkillBase
@@ -199,14 +199,16 @@ def main(argv: list[str] | None = None) -> dict:
     if args.only in (None, "inspector"):
         result["inspector_cli"] = inspector_check(home)
     result["ok"] = all(v["ok"] for k, v in result.items() if isinstance(v, dict))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=1) + "\n")
     for key in ("sdk_client", "inspector_cli"):
         if key in result:
             r = result[key]
             print(f"{key}: {'ok' if r['ok'] else 'FAILED'} in {r.get('seconds', '-')} s (wall clock)"
                   + ("" if r["ok"] else f": {r.get('error', 'checks failed; see the JSON')[:300]}"))
-    print(f"wrote {args.out}")
+    if args.out is not None:
+        print(f"wrote {args.out}")
     if tmp:
         tmp.cleanup()
     return result

@@ -46,7 +46,6 @@ from skillbase.mcp_server.server import WORK_MS_KEY  # noqa: E402
 from skillbase.config import Settings  # noqa: E402
 
 BAR_P95_MS = 15.0
-DEFAULT_OUT = ROOT / "benchmarks" / "results" / "cpu-2026-11-23" / "mcp_overhead.json"
 
 RECALLS = [{"task": "row_softmax", "k": 5}, {"task": "matmul", "k": 5}, {"task": "layernorm", "k": 5},
            {"query": "softmax rows too wide for registers", "k": 5},
@@ -117,7 +116,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--home", type=Path, help="a store to use (seeded if it is not); default a temporary one")
     ap.add_argument("--calls", type=int, default=200, help="measured calls per tool (default 200)")
     ap.add_argument("--warm", type=int, default=20, help="uncounted warm-up calls (default 20)")
-    ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    ap.add_argument("--out", type=Path, help="write the JSON here (default: print the summary only; a dated "
+                    "results folder is never written unless named)")
     args = ap.parse_args(argv)
 
     from skillbase.api import SkillBase
@@ -158,14 +158,16 @@ def main(argv: list[str] | None = None) -> dict:
                     "load_average_after": [round(x, 2) for x in os.getloadavg()]},
         "seconds": round(time.perf_counter() - started, 1),
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=1) + "\n")
     for tool, t in tools.items():
         o, r, w, d = t["mcp_overhead_ms"], t["mcp_round_trip_ms"], t["mcp_in_server_work_ms"], t["direct_ms"]
         print(f"{tool:10s} overhead p50 {o['p50_ms']:.2f} ms, p95 {o['p95_ms']:.2f} ms | round trip p50 "
               f"{r['p50_ms']:.2f} / p95 {r['p95_ms']:.2f} ms | in-server work p50 {w['p50_ms']:.2f} ms | direct "
               f"p50 {d['p50_ms']:.2f} / p95 {d['p95_ms']:.2f} ms (n={o['n']}, wall clock)")
-    print(f"bar (overhead p95 <= {BAR_P95_MS} ms): {'met' if result['meets_bar'] else 'MISSED'}; wrote {args.out}")
+    print(f"bar (overhead p95 <= {BAR_P95_MS} ms): {'met' if result['meets_bar'] else 'MISSED'}"
+          + (f"; wrote {args.out}" if args.out is not None else ""))
     if tmp:
         tmp.cleanup()
     return result
