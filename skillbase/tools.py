@@ -646,6 +646,7 @@ TOOLS: list[ToolSpec] = [
             "Cheap.")),
     ToolSpec(
         name="get_skill", title="Read a skill", input_model=GetSkillInput, output_model=SkillView, fn=get_skill,
+        quick=lambda args, ctx: True,  # one skill (its example files included) read from the ledger
         description=(
             "Read one skill in full: when it applies, the technique explained, its expected effect, pitfalls, "
             "measured evidence and, with include_examples, its runnable example files. Use it after recall "

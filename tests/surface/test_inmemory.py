@@ -241,10 +241,10 @@ def test_a_client_finds_the_lesson_it_just_recorded_while_indexing_lags(server):
 
 
 def test_a_history_by_task_name_is_answered_on_the_event_loop_once_the_store_is_open(fresh_home, tmp_path):
-    """attempt_history by a task's name is a ledger lookup: once the store is open the server answers it
-    on its event loop, not through a thread (two more waits for the interpreter lock under load). Before
-    the store is open, and for a task given as a file (which is loaded), the call goes to a thread: the
-    event loop never opens a store or imports a task."""
+    """attempt_history by a task's name and get_skill are ledger lookups: once the store is open the
+    server answers them on its event loop, not through a thread (two more waits for the interpreter lock
+    under load). Before the store is open, and for a task given as a file (which is loaded), the call goes
+    to a thread: the event loop never opens a store or imports a task."""
     import shutil
     import threading
 
@@ -262,6 +262,14 @@ def test_a_history_by_task_name_is_answered_on_the_event_loop_once_the_store_is_
         return real(*args, **kwargs)
 
     sb.attempt_history = spy
+    real_skill = sb.get_skill
+    skill_threads: list[int] = []
+
+    def skill_spy(*args, **kwargs):
+        skill_threads.append(threading.get_ident())
+        return real_skill(*args, **kwargs)
+
+    sb.get_skill = skill_spy
     srv = build_server(sb, workspace=task_file.parent, warm=False)
 
     async def main():
@@ -270,6 +278,8 @@ def test_a_history_by_task_name_is_answered_on_the_event_loop_once_the_store_is_
         async with Client(srv) as client:
             for args in ({"task": "relu"}, {"task": "relu"}, {"task": "my_relu.py"}, {"task": "no_such_task"}):
                 answers.append(await client.call_tool("attempt_history", args))
+            skill = await client.call_tool("get_skill", {"name": "coalesced-memory-access", "include_examples": True})
+            assert not skill.is_error, skill.content[0].text
         return loop_thread, answers
 
     try:
@@ -285,3 +295,4 @@ def test_a_history_by_task_name_is_answered_on_the_event_loop_once_the_store_is_
     assert threads[1] == loop_thread  # open: answered on the event loop
     assert threads[2] != loop_thread  # a task file is loaded in a thread
     assert threads[3] == loop_thread  # a name only the store might know: a lookup
+    assert skill_threads == [loop_thread]
