@@ -20,8 +20,9 @@ GIL, started together behind a barrier after every session is initialized. Each 
 
 Reported per tool: latency p50/p95/p99 (client round trip, time.perf_counter around call_tool),
 again over the calls begun 2 s or more after the start (every client starts at one instant, and
-its first calls meet every queue at once), and the server's in-tool time (``_meta['skillbase/work_ms']``); throughput (calls answered / wall
-seconds from the barrier to the last answer); CPU per answered call of the server (by thread role,
+its first calls meet every queue at once), and the server's in-tool time
+(``_meta['skillbase/work_ms']``); throughput (calls answered / wall seconds from the barrier to the
+last answer); CPU per answered call of the server (by thread role,
 from /proc: event loop, tool threads, index follower, chroma's native threads) and of the client
 processes (uvloop when installed, ``--loop``); the load average around the run; errors; records
 written (ids answered) versus found in the ledger afterwards (by session) and duplicates (same

@@ -240,7 +240,7 @@ def test_a_client_finds_the_lesson_it_just_recorded_while_indexing_lags(server):
     assert "close in meaning" in item["why"], item["why"]
 
 
-def test_a_history_by_task_name_is_answered_on_the_event_loop_once_the_store_is_open(fresh_home, tmp_path):
+def test_lookups_by_key_are_answered_on_the_event_loop_once_the_store_is_open(fresh_home, tmp_path):
     """attempt_history by a task's name and get_skill are ledger lookups: once the store is open the
     server answers them on its event loop, not through a thread (two more waits for the interpreter lock
     under load). Before the store is open, and for a task given as a file (which is loaded), the call goes
