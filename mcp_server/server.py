@@ -164,7 +164,7 @@ def _tool(spec: ToolSpec, sb: skillbase.SkillBase, workspace: Path, limiter=None
 
         try:
             args = spec.validate(arguments) if spec.quick is not None and sb.memory_open else None
-            if args is not None and spec.quick(args, call):
+            if args is not None and spec.quick(sb, args, call):
                 # A lookup by key in an open store: answered here, on the event loop. Handed to a
                 # thread, it waited for the interpreter lock twice more (there and back) behind the
                 # searches: attempt_history p95 53-69 ms that way, 31-36 here (16 clients, issue 21).

@@ -467,6 +467,17 @@ class SkillBase:
         path, builtin = tasks.resolve_task_path(task)
         return tasks.task_name(path, builtin) if builtin else self.task(task).name
 
+    def reads_task_file(self, task: str | TaskInfo) -> bool:
+        """Whether naming ``task`` loads a task file (a path); a built-in name, a TaskInfo or a name
+        only the store knows is answered without one (what ``task_name`` does)."""
+        if isinstance(task, TaskInfo):
+            return False
+        try:
+            _, builtin = tasks.resolve_task_path(task)
+        except NotFound:
+            return False
+        return not builtin
+
     def _task_name(self, task: str) -> str:
         try:
             return self.task_name(task)

@@ -449,11 +449,9 @@ def propose_skill(sb: "SkillBase", args: ProposeSkillInput, ctx: CallContext) ->
                         resource=f"skill://{stored.name}")
 
 
-def _history_by_name(args: AttemptHistoryInput, ctx: CallContext) -> bool:
-    """A history asked for by a task's name, for which the API reads no file either (it also looks
-    in the current directory): a ledger lookup."""
-    return names_a_task(args.task, ctx) and (
-        (seeds.TASKS_DIR / args.task / "task.py").is_file() or not Path(args.task).exists())
+def _history_by_name(sb: "SkillBase", args: AttemptHistoryInput, ctx: CallContext) -> bool:
+    """A history asked for by a task's name, for which the API reads no file either: a ledger lookup."""
+    return names_a_task(args.task, ctx) and not sb.reads_task_file(args.task)
 
 
 def attempt_history(sb: "SkillBase", args: AttemptHistoryInput, ctx: CallContext) -> AttemptHistory:
@@ -484,7 +482,7 @@ class ToolSpec:
     # Whether a call with these (validated) arguments is a lookup by key: a few milliseconds of reads,
     # no file loaded, no model, no search, no lock that a slow call holds. A server may run such a
     # call on its event loop instead of handing it to a thread (mcp_server.server).
-    quick: Callable[[Any, CallContext], bool] | None = None
+    quick: Callable[["SkillBase", Any, CallContext], bool] | None = None
 
     def input_schema(self) -> dict[str, Any]:
         """The JSON schema of the arguments, as MCP ``inputSchema`` and Anthropic ``input_schema``."""
@@ -646,7 +644,7 @@ TOOLS: list[ToolSpec] = [
             "Cheap.")),
     ToolSpec(
         name="get_skill", title="Read a skill", input_model=GetSkillInput, output_model=SkillView, fn=get_skill,
-        quick=lambda args, ctx: True,  # one skill (its example files included) read from the ledger
+        quick=lambda sb, args, ctx: True,  # one skill (its example files included) read from the ledger
         description=(
             "Read one skill in full: when it applies, the technique explained, its expected effect, pitfalls, "
             "measured evidence and, with include_examples, its runnable example files. Use it after recall "
