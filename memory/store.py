@@ -112,6 +112,7 @@ class Store:
         self._graph: ReasoningGraph | None = None
         self._glock = threading.RLock()
         self._known: dict[tuple[str, str], IndexDoc] = {}
+        self._writing = 0  # writes between keeping their documents and their commit (_pending)
         # The fresh tail's vectors by record, with the document each was computed for: every search
         # of a loaded server reads the same few fresh records, and looking each up in the embedder
         # again (hashing its text) was a fourteenth of a recall.
@@ -194,7 +195,7 @@ class Store:
             seen = self.vectors.peek_seq()
             target = self.ledger.max_seq()
             if seen is not None and seen == target:
-                self._forget_known()
+                self._forget_indexed(target)
                 return applied
             prepared = None
             if seen is not None and seen < target:
@@ -237,18 +238,28 @@ class Store:
                 self._catch_up_graph()
         return applied
 
-    def _remember(self, docs: list[IndexDoc]) -> None:
-        """Keep the documents of records about to be committed, before the commit: from the
-        moment it lands, any search of this process may find the change in the ledger, and
+    @contextmanager
+    def _pending(self, docs: list[IndexDoc]) -> Iterator[None]:
+        """Keep the documents of records about to be committed, before the commit (the block):
+        from the moment it lands, any search of this process may find the change in the ledger, and
         the fresh tail answers for pending changes only when it holds every one's document.
         Kept after the commit, a search that came in between gave up the tail and missed
         every pending write, anyone's (a lesson 1.6 s late to another client's recall, seen
-        ~14 times a run at 16 clients). A write that fails leaves a document no change names."""
+        ~14 times a run at 16 clients). While a block runs, the follower finding the index caught
+        up does not drop the kept documents (``_forget_indexed``): this one's commit is not in the
+        ledger yet, and its document would be gone when it is. A write that fails leaves a
+        document no change names."""
         with self._klock:
             for d in docs:
                 self._known[d.collection, d.id] = d
             while len(self._known) > KNOWN_DOCS_MAX:
                 self._known.pop(next(iter(self._known)))
+            self._writing += 1
+        try:
+            yield
+        finally:
+            with self._klock:
+                self._writing -= 1
 
     def _after_write(self) -> None:
         # The ledger commit is done and durable: the caller is answered now. The
@@ -361,6 +372,14 @@ class Store:
             self._known.clear()
             self._tail_vecs.clear()
 
+    def _forget_indexed(self, seq: int) -> None:
+        """Drop the kept documents once the index holds every change up to ``seq``, unless a
+        write is between keeping its document and its commit, or committed since ``seq``."""
+        with self._klock:
+            if self._writing == 0 and self.ledger.max_seq() == seq:
+                self._known.clear()
+                self._tail_vecs.clear()
+
     def reindex(self) -> int:
         """Rebuild the vector index and the graph from the ledger (cached
         embeddings are reused); returns the number of records indexed."""
@@ -424,8 +443,8 @@ class Store:
     def record_attempts(self, attempts: Sequence[Attempt]) -> list[Attempt]:
         """Record several attempts in one transaction (parents first)."""
         docs = [attempt_doc(self.ledger.validate_attempt(a)) for a in attempts]
-        self._remember(docs)
-        stored = self.ledger.record_attempts(attempts)
+        with self._pending(docs):
+            stored = self.ledger.record_attempts(attempts)
         self._after_write()
         return stored
 
@@ -543,8 +562,8 @@ class Store:
     def record_experiences(self, exps: Sequence[Experience]) -> list[Experience]:
         """Record several lessons in one transaction."""
         docs = [experience_doc(self.ledger.validate_experience(e)) for e in exps]
-        self._remember(docs)
-        stored = self.ledger.record_experiences(exps)
+        with self._pending(docs):
+            stored = self.ledger.record_experiences(exps)
         self._after_write()
         return stored
 

@@ -552,6 +552,39 @@ def test_a_search_beside_a_commit_still_finds_every_fresh_write(open_store, embe
     assert found and first.id in found[0]
 
 
+def test_a_catch_up_beside_a_write_keeps_its_document_for_the_fresh_tail(open_store, embedded_settings):
+    # The follower finding the index caught up drops the kept documents of indexed writes. A write
+    # that has kept its document but not committed yet must keep it: once its change lands, a search
+    # of another caller answers for it from memory. Dropped, every pending write was missing from
+    # other callers' searches until the follower indexed them (one probe lesson 1.9 s late at 16
+    # clients); the old code dropped it here.
+    settings = embedded_settings()
+    store = open_store(settings)
+    store.record_experience(lesson("Indexed already: a two pass softmax reads each row twice"))
+    store.sync()
+    text = "rows that spill registers are split over two programs"
+    real = store.ledger.record_experiences
+
+    def caught_up_first(exps):
+        assert store.vectors.peek_seq() == store.ledger.max_seq()
+        store.sync()  # the follower's round between this write's kept document and its commit
+        return real(exps)
+
+    with FileLock(str(settings.home / "index.lock")):  # then nothing more gets indexed
+        store.ledger.record_experiences = caught_up_first
+        try:
+            written = store.record_experience(lesson("Rows that spill registers: split each row over two programs"))
+        finally:
+            del store.ledger.record_experiences
+        assert store.vectors.peek_seq() < store.ledger.max_seq()
+        found: list[list[str]] = []
+        other = threading.Thread(target=lambda: found.append(
+            [h.id for h in store.search("experiences", text, k=5)]))  # another caller: no writes of its own
+        other.start()
+        other.join(30)
+    assert found and written.id in found[0]
+
+
 def test_a_rederived_task_is_searched_under_its_new_class(open_store, embedded_settings):
     # A write's kept document (what the indexer and fresh searches use instead of reading it back)
     # names the task's class when it was written; moving the task to another class must not index
