@@ -1,14 +1,17 @@
-"""The embedding model under ONNX Runtime against sentence-transformers (torch), on this machine's CPU.
+"""The embedding model under ONNX Runtime (float and int8) against sentence-transformers (torch),
+on this machine's CPU.
 
-    python benchmarks/embed_bench.py [--texts 60] [--out benchmarks/results/cpu-DATE/embed_bench.json]
+    python benchmarks/embed_bench.py [--texts 60] [--rounds 2] [--out benchmarks/results/cpu-DATE/embed_bench.json]
 
-Both run the packaged all-MiniLM-L6-v2 with the thread count the store uses (half the cores, 1-4),
-on the same lesson-sized texts (about 50 word pieces, each distinct, so no cache answers): one text
-per model call (what a lone record_lesson or an uncached query costs) and batches of 64 (what the
-index follower sends when writes pile up). Reported: ms per text (median over calls), the largest
-element difference between the two runtimes' vectors, and how long a fresh process takes from
-start to its first vector through the store's embedder with the export already on disk (and
-whether it imported torch).
+All three run the packaged all-MiniLM-L6-v2 with the thread count the store uses (half the cores,
+1-4), on the same lesson-sized texts (about 50 word pieces, each distinct, so no cache answers): one
+text per model call (what a lone record_lesson or an uncached query costs) and batches of 64 (what
+the index follower sends when writes pile up; the int8 model still runs them one text a call).
+The runtimes take turns, in reverse order every other round. Reported: ms per text (median over
+calls, each round and their mean), the largest element difference between torch's and the float
+export's vectors, the smallest cosine between the int8 and the float vectors, and how long a fresh
+process takes from start to its first vector through the store's default embedder (int8) with the
+exports already on disk (and whether it imported torch).
 """
 
 from __future__ import annotations
@@ -54,25 +57,36 @@ def per_text_ms(embedder: Embedder, texts: list[str], batch: int) -> float:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--texts", type=int, default=60, help="one-text calls per runtime (batches: 4 of 64)")
+    ap.add_argument("--texts", type=int, default=60, help="one-text calls per runtime and round (batches: 4 of 64)")
+    ap.add_argument("--rounds", type=int, default=2, help="rounds of all three runtimes, alternating their order")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
     result: dict = {"load_average_before": [round(x, 2) for x in os.getloadavg()]}
-    vectors = {}
-    for backend in ("torch", "onnx"):
-        e = Embedder(backend=backend)
+    kinds = {"torch": {"backend": "torch"}, "onnx": {"backend": "onnx", "precision": "fp32"},
+             "onnx-int8": {"backend": "onnx", "precision": "int8"}}
+    embedders = {k: Embedder(**kw) for k, kw in kinds.items()}
+    for e in embedders.values():
         e.embed(["warm up"])
-        tag = f"{backend}-"
-        single = [LESSON.format(i=f"{tag}{i}") for i in range(args.texts)]
-        batched = [LESSON.format(i=f"{tag}b{i}") for i in range(256)]
-        result[backend] = {"runtime": e.runtime, "threads": e._m.threads,
-                           "one_text_ms": round(per_text_ms(e, single, 1), 2),
-                           "batch_64_ms_per_text": round(per_text_ms(e, batched, 64), 2)}
-        vectors[backend] = e._m.encode([LESSON.format(i=j) for j in range(16)], None)
-        print(backend, result[backend], flush=True)
-    result["max_abs_diff"] = float(abs(vectors["torch"] - vectors["onnx"]).max())
-    result["ratio_one_text"] = round(result["torch"]["one_text_ms"] / result["onnx"]["one_text_ms"], 2)
-    result["ratio_batch_64"] = round(result["torch"]["batch_64_ms_per_text"] / result["onnx"]["batch_64_ms_per_text"], 2)
+    vectors = {k: e._m.encode([LESSON.format(i=j) for j in range(16)], None) for k, e in embedders.items()}
+    for k, e in embedders.items():
+        result[k] = {"runtime": e.runtime, "vectors": e.name, "threads": e._m.threads,
+                     "one_text_ms": [], "batch_64_ms_per_text": []}
+    for r in range(args.rounds):
+        for k in (list(kinds) if r % 2 == 0 else list(kinds)[::-1]):
+            tag = f"{k}-r{r}-"
+            single = [LESSON.format(i=f"{tag}{i}") for i in range(args.texts)]
+            batched = [LESSON.format(i=f"{tag}b{i}") for i in range(256)]
+            result[k]["one_text_ms"].append(round(per_text_ms(embedders[k], single, 1), 2))
+            result[k]["batch_64_ms_per_text"].append(round(per_text_ms(embedders[k], batched, 64), 2))
+            print(k, f"round {r}:", result[k]["one_text_ms"][-1], result[k]["batch_64_ms_per_text"][-1], flush=True)
+    mean = {k: {m: statistics.fmean(result[k][m]) for m in ("one_text_ms", "batch_64_ms_per_text")} for k in kinds}
+    for k in kinds:
+        result[k].update({f"{m}_mean": round(v, 2) for m, v in mean[k].items()})
+    result["max_abs_diff_torch_onnx"] = float(abs(vectors["torch"] - vectors["onnx"]).max())
+    result["min_cos_int8_onnx"] = float((vectors["onnx-int8"] * vectors["onnx"]).sum(axis=1).min())
+    for m, short in (("one_text_ms", "one_text"), ("batch_64_ms_per_text", "batch_64")):
+        result[f"ratio_{short}_torch_over_onnx"] = round(mean["torch"][m] / mean["onnx"][m], 2)
+        result[f"ratio_{short}_onnx_over_int8"] = round(mean["onnx"][m] / mean["onnx-int8"][m], 2)
     out = subprocess.run([sys.executable, "-c", FIRST_VECTOR], capture_output=True, text=True, check=True,
                          env={**os.environ, "PYTHONPATH": str(ROOT)})
     secs, runtime, torch_imported = json.loads(out.stdout.strip().splitlines()[-1])
@@ -80,7 +94,7 @@ def main(argv=None) -> int:
     result["fresh_process_runtime"] = runtime
     result["fresh_process_imported_torch"] = torch_imported
     result["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
-    print(json.dumps({k: v for k, v in result.items() if k not in ("torch", "onnx")}, indent=1))
+    print(json.dumps({k: v for k, v in result.items() if k not in kinds}, indent=1))
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=1) + "\n")

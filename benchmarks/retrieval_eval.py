@@ -77,6 +77,8 @@ H100_DIR = ROOT / "benchmarks" / "results" / "h100-2026-11-23"
 SEED_TASKS = ROOT / "seeds" / "tasks"
 SEED_SKILLS = ROOT / "seeds" / "skills"
 MODES = ("vector", "lexical", "graph", "gated-vector", "hybrid")
+# The settings every store and retriever here is opened with (no other environment leaks in).
+EVAL_ENV: dict[str, str] = {}
 
 
 def log(msg: str) -> None:
@@ -118,7 +120,7 @@ def load_tasks() -> dict[str, TaskInfo]:
     """Built-in tasks described by the toolchain (meta-device trace, no GPU)."""
     from skillbase.toolchain.facade import Toolchain
 
-    with Toolchain(Settings.from_env(env={}, home=Path(tempfile.mkdtemp(prefix="sb-eval-tc-")))) as tc:
+    with Toolchain(Settings.from_env(env=EVAL_ENV, home=Path(tempfile.mkdtemp(prefix="sb-eval-tc-")))) as tc:
         return {t.name: t for t in tc.list_tasks()}
 
 
@@ -194,7 +196,7 @@ def build_eval_store(home: Path, embedder, tasks: dict[str, TaskInfo]):
     from skillbase.memory.store import Store
 
     shutil.rmtree(home, ignore_errors=True)
-    store = Store.open(Settings.from_env(env={}, home=home), embedder=embedder)
+    store = Store.open(Settings.from_env(env=EVAL_ENV, home=home), embedder=embedder)
     for s in seed_skills():
         store.put_skill(s, author="skillbase-seeds", reason="seed playbook")
     for info in tasks.values():
@@ -410,7 +412,7 @@ def ledger_retriever(home: Path, evidence_except: set[str] | None = frozenset())
     store = LedgerStore(home / "ledger.sqlite3")
     for s in seed_skills(evidence_except):
         store.ledger.put_skill(s, author="skillbase-seeds", reason="seed playbook")
-    return store, Retriever(store, Settings.from_env(env={}, home=home))
+    return store, Retriever(store, Settings.from_env(env=EVAL_ENV, home=home))
 
 
 # -- policies ------------------------------------------------------------------
@@ -983,7 +985,7 @@ def eval_scale(workdir: Path, embedder, n_attempts: int, cache_from: Path | None
 
     home = workdir / f"scale-{n_attempts}"
     res: dict = {"attempts_planned": n_attempts, "distinct_attempts_per_pass": distinct or n_attempts}
-    settings = Settings.from_env(env={}, home=home)
+    settings = Settings.from_env(env=EVAL_ENV, home=home)
     fresh = not (home / "ledger.sqlite3").exists()
     if fresh and base is not None:
         copy_store(base, home)
@@ -1170,6 +1172,8 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="small run: fewer seeds, a 5k-attempt scale store")
     ap.add_argument("--out", type=Path, help="write results JSON here (and a .md beside it)")
     ap.add_argument("--only", choices=("recall", "suggest", "scale"), action="append")
+    ap.add_argument("--precision", choices=("int8", "fp32"), default="int8",
+                    help="the embedding model's precision (SKILLBASE_EMBEDDING_PRECISION; default int8)")
     ap.add_argument("--workdir", type=Path, default=None)
     ap.add_argument("--scale-attempts", type=int, default=None)
     ap.add_argument("--scale-queries", type=int, default=None)
@@ -1190,17 +1194,19 @@ def main() -> None:
     workdir.mkdir(parents=True, exist_ok=True)
     from skillbase.memory.embeddings import Embedder
 
-    embedder = Embedder()
+    EVAL_ENV["SKILLBASE_EMBEDDING_PRECISION"] = args.precision
+    embedder = Embedder(precision=args.precision)
     embedder.embed([f"warm up {time.time_ns()}"])  # load the weights now, not inside the first timed recall
     r: dict = {"when": time.strftime("%Y-%m-%d"), "quick": args.quick,
-               "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"}
+               "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+               "embedding": embedder.name}
     tasks = load_tasks()
     if "recall" in only:
         log("building the evaluation store")
         store = build_eval_store(workdir / "eval", embedder, tasks)
         from skillbase.retrievers.retriever import Retriever
 
-        retriever = Retriever(store, Settings.from_env(env={}, home=workdir / "eval"))
+        retriever = Retriever(store, Settings.from_env(env=EVAL_ENV, home=workdir / "eval"))
         dev = load_dev(tasks)
         retriever.recall(text="warm up", arch="sm_90")
         log(f"recall: {len(dev)} queries x {len(MODES)} modes")

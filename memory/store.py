@@ -43,7 +43,7 @@ from skillbase.models import (
 from skillbase import seeds
 from skillbase.memory import indexer
 from skillbase.memory.documents import COLLECTIONS, TEXT_MAX_TOKENS, IndexDoc, attempt_doc, experience_doc
-from skillbase.memory.embeddings import DEFAULT_MODEL_NAME, Embedder
+from skillbase.memory.embeddings import Embedder, model_name
 from skillbase.memory.filters import matches, validate_where
 from skillbase.memory.follower import Follower
 from skillbase.memory.graph import ReasoningGraph, snapshot_seq_of
@@ -142,10 +142,11 @@ class Store:
             seed_techniques=load_seed_techniques(seeds.TECHNIQUES_FILE),
         )
         try:
-            wanted = settings.embedding_model or DEFAULT_MODEL_NAME
+            wanted = model_name(settings.embedding_model, settings.embedding_backend, settings.embedding_precision)
             if embedder is not None and embedder.name != wanted:
                 raise ConfigError(f"the embedder given runs {embedder.name!r}, but the settings ask for {wanted!r}")
-            emb = (embedder or Embedder(settings.embedding_model, backend=settings.embedding_backend)).for_cache(settings.cache_dir / "embeddings.sqlite3")
+            emb = (embedder or Embedder(settings.embedding_model, backend=settings.embedding_backend,
+                                        precision=settings.embedding_precision)).for_cache(settings.cache_dir / "embeddings.sqlite3")
             vectors = VectorIndex(settings, store_id=ledger.store_id, model=emb.name)
         except BaseException:
             ledger.close()

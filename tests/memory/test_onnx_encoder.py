@@ -1,4 +1,5 @@
-"""The embedding model under ONNX Runtime: the torch model's vectors, exported once, checked, reused."""
+"""The embedding model under ONNX Runtime: the torch model's vectors, exported once, checked, reused;
+and its int8 model, quantized once from that export, checked against it, named apart."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 
 from skillbase.errors import ConfigError, StoreError
 from skillbase.memory.embeddings import Embedder, default_model_path
-from skillbase.memory.onnx_encoder import model_key, plain_model
+from skillbase.memory.onnx_encoder import MIN_COS, model_key, plain_model, quantized_path
 
 TEXTS = [
     "split-K on a GEMM whose K dwarfs M and N",
@@ -38,7 +39,7 @@ def monkeypatch_module():
 
 
 def test_onnx_vectors_are_the_torch_models(model_cache):
-    onnx, torch_ = Embedder(backend="onnx"), Embedder(backend="torch")
+    onnx, torch_ = Embedder(backend="onnx", precision="fp32"), Embedder(backend="torch")
     for max_tokens in (None, 8, 64):
         a = onnx.embed(TEXTS, max_tokens=max_tokens)
         b = torch_.embed(TEXTS, max_tokens=max_tokens)
@@ -52,30 +53,33 @@ def test_onnx_vectors_are_the_torch_models(model_cache):
 
 
 def test_a_second_process_reuses_the_export_without_torch(model_cache):
-    # The export is reused: the child embeds without importing torch, transformers or
-    # sentence-transformers, and gets the same vector as this process.
-    Embedder(backend="onnx").embed(["make sure the export exists"])
+    # The exports are reused: the child embeds without importing torch, transformers or
+    # sentence-transformers, and gets the same vectors as this process.
+    int8 = Embedder().embed([TEXTS[3]])[0]
+    Embedder(backend="onnx", precision="fp32").embed(["make sure the export exists"])
     code = (
         "import sys, json\n"
         "from skillbase.memory.embeddings import Embedder\n"
-        "e = Embedder()\n"
-        f"v = e.embed([{TEXTS[3]!r}])[0]\n"
+        "e, f = Embedder(), Embedder(precision='fp32')\n"
+        f"v, w = e.embed([{TEXTS[3]!r}])[0], f.embed([{TEXTS[3]!r}])[0]\n"
         "heavy = sorted(m for m in ('torch', 'transformers', 'sentence_transformers') if m in sys.modules)\n"
-        "print(json.dumps({'v': v.tolist(), 'runtime': e.runtime, 'heavy': heavy}))\n"
+        "print(json.dumps({'v': v.tolist(), 'w': w.tolist(), 'runtime': [e.runtime, f.runtime], 'heavy': heavy}))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     got = json.loads(out.stdout.strip().splitlines()[-1])
-    assert got["runtime"].startswith("ONNX Runtime") and "exported now" not in got["runtime"]
+    assert got["runtime"][0].startswith("ONNX Runtime, int8") and "quantized now" not in got["runtime"][0]
+    assert got["runtime"][1].startswith("ONNX Runtime (") and "exported now" not in got["runtime"][1]
     assert got["heavy"] == []
+    assert np.array_equal(np.array(got["v"], dtype=np.float32), int8)
     want = Embedder(backend="torch").embed([TEXTS[3]])[0]
-    assert float(np.abs(np.array(got["v"], dtype=np.float32) - want).max()) < 1e-5
+    assert float(np.abs(np.array(got["w"], dtype=np.float32) - want).max()) < 1e-5
 
 
 def test_a_damaged_export_is_made_again(model_cache):
-    Embedder(backend="onnx").embed(["make sure the export exists"])
-    path = next(model_cache.glob("*.onnx"))
+    Embedder(backend="onnx", precision="fp32").embed(["make sure the export exists"])
+    path = model_cache / f"{model_key(default_model_path())}.onnx"
     path.write_bytes(b"not a model")
-    e = Embedder(backend="onnx")
+    e = Embedder(backend="onnx", precision="fp32")
     v = e.embed(["a damaged export is made again"])
     assert "exported again" in e.runtime and path.stat().st_size > 1_000_000
     assert float(np.abs(v - Embedder(backend="torch").embed(["a damaged export is made again"])).max()) < 1e-5
@@ -89,9 +93,10 @@ def test_a_model_of_another_kind_stays_on_torch(tmp_path, model_cache):
     cfg.update(pooling_mode_mean_tokens=False, pooling_mode_cls_token=True)
     pooling.write_text(json.dumps(cfg))
     assert plain_model(model) == (False, "pooling other than the mean of the tokens")
-    auto = Embedder(str(model))
+    auto = Embedder(str(model))  # int8 by default, but only where ONNX Runtime runs the model
     auto.embed(["pooled by the first token"])
     assert auto.runtime.startswith("torch") and "pooling other than the mean" in auto.runtime
+    assert auto.name == str(model)
     with pytest.raises(StoreError, match="pooling other than the mean"):
         Embedder(str(model), backend="onnx").embed(["insisting on ONNX Runtime"])
     assert not list(model_cache.glob(f"{model_key(model)}*"))
@@ -106,3 +111,56 @@ def test_the_backend_is_a_setting():
         Settings.from_env(env={"SKILLBASE_EMBEDDING_BACKEND": "tensorrt"})
     with pytest.raises(ConfigError, match="unknown embedding backend"):
         Embedder(backend="tensorrt")
+    assert Settings.from_env(env={}).embedding_precision == "int8"
+    assert Settings.from_env(env={"SKILLBASE_EMBEDDING_PRECISION": "fp32"}).embedding_precision == "fp32"
+    with pytest.raises(ConfigError):
+        Settings.from_env(env={"SKILLBASE_EMBEDDING_PRECISION": "fp16"})
+    with pytest.raises(ConfigError, match="unknown embedding precision"):
+        Embedder(precision="fp16")
+    # The vectors' name follows the settings alone: torch never runs the int8 model.
+    assert Embedder().name == "all-MiniLM-L6-v2@int8"
+    assert Embedder(precision="fp32").name == Embedder(backend="torch").name == "all-MiniLM-L6-v2"
+
+
+def test_the_int8_model_is_quantized_once_checked_and_named_apart(model_cache):
+    e, f = Embedder(), Embedder(precision="fp32")
+    a, b = e.embed(TEXTS), f.embed(TEXTS)
+    assert e.runtime.startswith("ONNX Runtime, int8") and e.name == "all-MiniLM-L6-v2@int8"
+    assert a.shape == b.shape == (len(TEXTS), 384) and np.allclose(np.linalg.norm(a, axis=1), 1.0, atol=1e-5)
+    cos = (a * b).sum(axis=1)
+    assert cos.min() >= MIN_COS and not np.array_equal(a, b)  # near the float model's, not the same
+    # One text per model call: a text's vector is the same alone as among others (padding, scales).
+    for i, text in enumerate(TEXTS):
+        assert np.array_equal(Embedder().embed([text, "something else entirely"])[0], a[i])
+    # The cache keys tell the two apart: the float model's vector is never served for int8.
+    assert e.key("x", None) != f.key("x", None)
+    float_path = model_cache / f"{model_key(default_model_path())}.onnx"
+    path = quantized_path(float_path)
+    assert path.is_file() and path.stat().st_size < float_path.stat().st_size
+    # Made once: a new model opens the int8 file without the float export, and a damaged one is made again.
+    float_path.rename(float_path.with_suffix(".away"))
+    try:
+        again = Embedder()
+        assert np.array_equal(again.embed([TEXTS[3]])[0], a[3]) and "quantized now" not in again.runtime
+    finally:
+        float_path.with_suffix(".away").rename(float_path)
+    path.write_bytes(b"not a model")
+    fresh = Embedder()
+    assert np.array_equal(fresh.embed([TEXTS[3]])[0], a[3]) and "quantized now" in fresh.runtime
+
+
+def test_an_int8_model_that_cannot_run_is_an_error_not_a_fallback(tmp_path, model_cache, monkeypatch):
+    import skillbase.memory.onnx_encoder as oe
+
+    Embedder(precision="fp32").embed(["the float export exists"])
+    monkeypatch.setattr(oe, "QUANT", oe.QUANT + " (another recipe)")  # a file not made yet
+
+    def broken(src, out):
+        raise RuntimeError("quantizer exploded")
+
+    monkeypatch.setattr(oe, "quantize", broken)
+    e = Embedder()
+    for _ in range(2):  # every call, not only the first
+        with pytest.raises(StoreError, match="quantizer exploded") as err:
+            e.embed(["no torch behind the int8 name"])
+        assert "SKILLBASE_EMBEDDING_PRECISION=fp32" in err.value.hint

@@ -16,7 +16,7 @@ from skillbase.memory.filters import matches
 from skillbase.memory.store import Store
 from skillbase.memory.vectors import MemoryIndexWarning
 from memory_factories import MATMUL_SRC, attempt, lesson, report
-from skillbase.errors import InvalidInput, LimitExceeded, StoreError, UnknownTechnique
+from skillbase.errors import ConfigError, InvalidInput, LimitExceeded, StoreError, UnknownTechnique
 from skillbase.models import Feedback, Skill, TaskInfo, Tolerance
 
 
@@ -165,6 +165,28 @@ def test_indexing_failure_never_loses_an_attempt(make_settings, open_store, tmp_
         healed = open_store(make_settings())  # same home, working model: catches up on open
     assert healed.stats().index_lag == 0
     assert [h.id for h in healed.search("attempts", "softmax row kernel")] == [a.id]
+
+
+def test_a_change_of_embedding_precision_indexes_the_store_again(embedded_settings, open_store):
+    """int8 and fp32 vectors never share an index: the index records which model's vectors it holds
+    and is built again from the ledger when the settings ask for the other, losing nothing."""
+    from skillbase.memory.embeddings import Embedder
+
+    settings = embedded_settings()
+    store = open_store(settings)  # int8, the default (the session's embedder)
+    kept = [store.record_attempt(attempt(i)).id for i in range(3)]
+    assert store.stats().embedding_model == "all-MiniLM-L6-v2@int8"
+    store.close()
+    fp32 = embedded_settings(embedding_precision="fp32")
+    with pytest.raises(ConfigError, match="the settings ask for 'all-MiniLM-L6-v2'"):
+        Store.open(fp32, embedder=Embedder())  # an int8 embedder for a store that asks for fp32
+    with pytest.warns(MemoryIndexWarning, match="built with embedding model 'all-MiniLM-L6-v2@int8'"):
+        floats = Store.open(fp32, embedder=Embedder(precision="fp32"))
+    try:
+        assert floats.stats().embedding_model == "all-MiniLM-L6-v2" and floats.stats().index_lag == 0
+        assert sorted(h.id for h in floats.search("attempts", "softmax row kernel", k=10)) == sorted(kept)
+    finally:
+        floats.close()
 
 
 def test_a_write_never_waits_for_the_index_lock(embedded_settings, open_store):
