@@ -6,6 +6,7 @@
     python benchmarks/mcp_load.py --home /path/to/store --clients 1 --calls 60        # a copy of a big store
     python benchmarks/mcp_load.py --clients 16 --profile /tmp/prof                    # py-spy the server
     python benchmarks/mcp_load.py --clients 16 --profile /tmp/prof --profile-cpu --profile-clients  # and the clients
+    python benchmarks/mcp_load.py --clients 16 --calls 150 --rate 48,96,144                # paced: latency at a given load
 
 The server is the real one, started as a subprocess (``python -m skillbase serve --transport
 http`` with a bearer token, on a loopback port) over a seeded store (a fresh one, or a copy of
@@ -18,7 +19,14 @@ GIL, started together behind a barrier after every session is initialized. Each 
   per call, tagged with this run's session), attempt_history;
 - ``bench``: the same plus benchmark_kernel of a built-in solution on the CPU (Triton interpreter).
 
-Reported per tool: latency p50/p95/p99 (client round trip, time.perf_counter around call_tool),
+By default each client calls again as soon as it is answered (a closed loop with no think time: the
+server runs flat out, and its throughput is the figure). With ``--rate R`` the 16 (or N) clients
+together offer R calls/s: each calls on a fixed schedule, every N/R s, their phases spread evenly; a
+call whose slot has passed (its client still waiting on the previous one) is sent at once, and its
+latency counts from its slot, not from when it was sent, so a server that falls behind shows it in
+the figures instead of slowing the clients down (no coordinated omission).
+
+Reported per tool: latency p50/p95/p99 (client round trip, time.perf_counter around call_tool; paced: from the call's slot),
 again over the calls begun 2 s or more after the start (every client starts at one instant, and
 its first calls meet every queue at once), and the server's in-tool time
 (``_meta['skillbase/work_ms']``); throughput (calls answered / wall seconds from the barrier to the
@@ -203,7 +211,10 @@ def _session(url: str):
     return http, Client(streamable_http_client(url, http_client=http))
 
 
-async def _client(url: str, client: int, calls: int, mix: tuple[str, ...], label: str, opened, go) -> list[dict]:
+async def _client(url: str, client: int, calls: int, mix: tuple[str, ...], label: str, opened, go,
+                  pace: tuple[float, float] | None = None) -> list[dict]:
+    """One MCP session's calls. ``pace``: (seconds between its calls, its phase): call n's slot is
+    phase + n x interval after the start; latency counts from the slot (see the module's text)."""
     from skillbase.mcp_server.server import WORK_MS_KEY
 
     rows = []
@@ -212,10 +223,16 @@ async def _client(url: str, client: int, calls: int, mix: tuple[str, ...], label
         await c.list_tools()
         opened()
         await go.wait()
+        t0 = time.perf_counter()
         for n in range(calls):
             tool = mix[(client + n) % len(mix)]
             args = call_args(tool, client, n, label)
             start = time.perf_counter()
+            if pace is not None:
+                slot = t0 + pace[1] + n * pace[0]
+                if slot > start:
+                    await asyncio.sleep(slot - start)
+                start = slot
             try:
                 res = await c.call_tool(tool, args)
                 ms = (time.perf_counter() - start) * 1e3
@@ -240,8 +257,10 @@ def _run_loop(coro, loop: str):
 
 
 def client_group(url: str, clients: list[int], calls: int, mix: tuple[str, ...], label: str, barrier, out,
-                 loop: str = "asyncio") -> None:
-    """One client process: its MCP sessions open, wait at the barrier, then run their calls."""
+                 loop: str = "asyncio", rate: float | None = None, n_clients: int = 1) -> None:
+    """One client process: its MCP sessions open, wait at the barrier, then run their calls (paced
+    when ``rate``, the calls/s all ``n_clients`` offer together)."""
+    interval = n_clients / rate if rate else None
 
     async def main():
         go = asyncio.Event()
@@ -250,7 +269,9 @@ def client_group(url: str, clients: list[int], calls: int, mix: tuple[str, ...],
         def opened():
             ready["n"] += 1
 
-        tasks = [asyncio.create_task(_client(url, i, calls, mix, label, opened, go)) for i in clients]
+        tasks = [asyncio.create_task(_client(url, i, calls, mix, label, opened, go,
+                                             (interval, interval * i / n_clients) if interval else None))
+                 for i in clients]
         while ready["n"] < len(clients):
             if any(t.done() for t in tasks):
                 break
@@ -393,16 +414,18 @@ def ledger_counts(home: Path, label: str) -> dict:
 
 def run_load(url: str, home: Path, n_clients: int, calls: int, mix_name: str, procs: int, probes: int,
              server_pid: int, loop: str = "asyncio", profile_clients: Path | None = None,
-             profile_cpu: bool = False) -> dict:
+             profile_cpu: bool = False, rate: float | None = None) -> dict:
     """N clients x ``calls`` calls against the running server, plus the visibility probe.
-    ``profile_clients``: py-spy every client process during the load (one raw profile each, there)."""
+    ``profile_clients``: py-spy every client process during the load (one raw profile each, there).
+    ``rate``: the calls/s the clients offer together (paced); None: each calls again once answered."""
     mix = MIXES[mix_name]
     label = f"load-{uuid.uuid4().hex[:8]}"
     procs = max(1, min(procs, n_clients))
     groups = [list(range(n_clients))[g::procs] for g in range(procs)]
     ctx = mp.get_context("spawn")
     barrier, out = ctx.Barrier(procs + 1), ctx.Queue()
-    workers = [ctx.Process(target=client_group, args=(url, g, calls, mix, label, barrier, out, loop), daemon=True)
+    workers = [ctx.Process(target=client_group, args=(url, g, calls, mix, label, barrier, out, loop, rate, n_clients),
+                           daemon=True)
                for g in groups]
     for w in workers:
         w.start()
@@ -450,6 +473,7 @@ def run_load(url: str, home: Path, n_clients: int, calls: int, mix_name: str, pr
     delays = [p["visible_after_s"] for p in probe if p.get("visible_after_s") is not None]
     return {
         "clients": n_clients, "calls_per_client": calls, "mix": list(mix), "client_processes": procs,
+        "offered_calls_per_s": rate,
         "client_event_loop": loop, "load_average_before": [round(x, 2) for x in load_before],
         "load_average_after": [round(x, 2) for x in os.getloadavg()],
         "calls": len(rows), "answered": len(answered), "errors": len(rows) - len(answered),
@@ -489,8 +513,14 @@ def main(argv: list[str] | None = None) -> dict:
                     help="with --profile: py-spy the client processes too (one raw profile each)")
     ap.add_argument("--loop", choices=("asyncio", "uvloop"), default=None,
                     help="the client processes' event loop (default: uvloop when installed: less CPU per call)")
+    ap.add_argument("--rate", default=None,
+                    help="paced: comma-separated calls/s the clients offer together, one run each (default: closed "
+                         "loop, each client calls again once answered)")
     ap.add_argument("--out", type=Path, help="write the JSON here (default: print the summary only)")
     args = ap.parse_args(argv)
+    rates: list[float | None] = [float(x) for x in args.rate.split(",")] if args.rate else [None]
+    if any(r is not None and r <= 0 for r in rates):
+        ap.error("--rate takes calls per second above 0")
 
     loop = args.loop or ("uvloop" if importlib.util.find_spec("uvloop") else "asyncio")
     tmp = Path(tempfile.mkdtemp(prefix="skillbase-load-"))
@@ -520,13 +550,15 @@ def main(argv: list[str] | None = None) -> dict:
                                 gil=args.profile_gil) if args.profile else None
             try:
                 for n in [int(x) for x in args.clients.split(",")]:
-                    r = run_load(url, home, n, args.calls, args.mix, args.procs, args.probes, server.pid, loop,
-                                 args.profile if args.profile and args.profile_clients else None, args.profile_cpu)
-                    runs.append(r)
-                    try:
-                        _print(r)
-                    except BrokenPipeError:  # piped into `head`, which has exited: the runs and --out go on
-                        sys.stdout = open(os.devnull, "w")
+                    for rate in rates:
+                        r = run_load(url, home, n, args.calls, args.mix, args.procs, args.probes, server.pid, loop,
+                                     args.profile if args.profile and args.profile_clients else None,
+                                     args.profile_cpu, rate)
+                        runs.append(r)
+                        try:
+                            _print(r)
+                        except BrokenPipeError:  # piped into `head`, which has exited: the runs and --out go on
+                            sys.stdout = open(os.devnull, "w")
             finally:
                 if spy is not None:
                     stop(spy)
@@ -602,7 +634,10 @@ async def _warm(url: str) -> None:
 
 
 def _print(r: dict) -> None:
-    print(f"{r['clients']} clients x {r['calls_per_client']} calls: {r['throughput_calls_per_s']} calls/s "
+    offered = r.get("offered_calls_per_s")
+    print(f"{r['clients']} clients x {r['calls_per_client']} calls"
+          f"{f', paced at {offered:g} calls/s offered (latency from each slot)' if offered else ''}: "
+          f"{r['throughput_calls_per_s']} calls/s "
           f"({r['answered']}/{r['calls']} answered in {r['wall_s']} s, wall clock); CPU per call: server "
           f"{r['server_cpu_ms_per_call']} ms, clients {r['client_cpu_ms_per_call']} ms (process CPU time)")
     for tool, t in r["tools"].items():
