@@ -569,8 +569,8 @@ def main(argv: list[str] | None = None) -> dict:
             "store": str(args.home) if args.home else "fresh, seeded by skillbase init",
             "method": "real `skillbase serve --transport http` subprocess; N MCP SDK Client sessions over "
                       f"{args.procs} client processes ({loop} event loop), released together by a barrier; "
-                      "latency = perf_counter around call_tool; throughput = answered calls / seconds from the "
-                      "barrier to the last answer; "
+                      "latency = perf_counter around call_tool (paced runs: from each call's slot); "
+                      "throughput = answered calls / seconds from the barrier to the last answer; "
                       "records counted in the ledger by session afterwards",
             "runs": runs,
             "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version(),

@@ -4,9 +4,9 @@
 
 Runs `init` into a fresh store once per embedding precision (int8, the default, and fp32), then
 writes both stores' embedding caches into one file (keys address the model's vectors by name,
-`all-MiniLM-L6-v2@int8` or `all-MiniLM-L6-v2`, the token limit and the text). `init` loads the file into a new store's cache first, so seeding
-indexes without running the model; a seed whose text changed since the file was built misses the
-cache and is embedded as before. Run it again after changing seeds/ (last, after
+`all-MiniLM-L6-v2@int8` or `all-MiniLM-L6-v2`, the token limit and the text). `init` loads the
+file into a new store's cache first, so seeding indexes without running the model; a seed whose
+text changed since the file was built misses the cache and is embedded as before. Run it again after changing seeds/ (last, after
 benchmarks/seed_experiences.py and benchmarks/campaign/seed_campaign.py).
 """
 

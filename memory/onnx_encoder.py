@@ -284,7 +284,8 @@ def _open_quantized(float_enc: OnnxEncoder, model_dir: Path, threads: int) -> tu
             want = float_enc.encode(list(PROBES), max_tokens)
             cos = float((got * want).sum(axis=1).min())
             if cos < MIN_COS:
-                return None, f"the int8 model's vectors are too far from the float model's (cosine {cos:.4f}, limit {MIN_COS})"
+                return None, (f"the int8 model's vectors are too far from the float model's "
+                              f"(cosine {cos:.4f}, limit {MIN_COS})")
         os.replace(tmp, path)
         enc.path = path
     finally:

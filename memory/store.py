@@ -146,7 +146,8 @@ class Store:
             if embedder is not None and embedder.name != wanted:
                 raise ConfigError(f"the embedder given runs {embedder.name!r}, but the settings ask for {wanted!r}")
             emb = (embedder or Embedder(settings.embedding_model, backend=settings.embedding_backend,
-                                        precision=settings.embedding_precision)).for_cache(settings.cache_dir / "embeddings.sqlite3")
+                                        precision=settings.embedding_precision))
+            emb = emb.for_cache(settings.cache_dir / "embeddings.sqlite3")
             vectors = VectorIndex(settings, store_id=ledger.store_id, model=emb.name)
         except BaseException:
             ledger.close()

@@ -544,15 +544,34 @@ def test_fresh_writes_are_searched_from_memory_as_the_index_will_answer(open_sto
         assert [h.distance for h in before] == pytest.approx([h.distance for h in after], abs=1e-4)
 
 
-def test_a_search_beside_a_commit_still_finds_every_fresh_write(open_store, embedded_settings):
-    # A search from another caller that lands between a write's ledger commit and the write's
-    # return must still answer for every pending write from memory: the committing write's
-    # document is known before its commit.
+SPILL_QUERY = "rows that spill registers are split over two programs"
+
+
+def _indexed_store(open_store, embedded_settings):
+    """A store whose index holds its one lesson: (settings, store)."""
     settings = embedded_settings()
     store = open_store(settings)
     store.record_experience(lesson("Indexed already: a two pass softmax reads each row twice"))
     store.sync()
-    text = "rows that spill registers are split over two programs"
+    return settings, store
+
+
+def _search_from_another_caller(store) -> list[str]:
+    """Lesson ids a search for SPILL_QUERY finds from a thread with no writes of its own."""
+    found: list[list[str]] = []
+    other = threading.Thread(target=lambda: found.append(
+        [h.id for h in store.search("experiences", SPILL_QUERY, k=5)]))
+    other.start()
+    other.join(30)
+    assert found, "the search did not answer"
+    return found[0]
+
+
+def test_a_search_beside_a_commit_still_finds_every_fresh_write(open_store, embedded_settings):
+    # A search from another caller that lands between a write's ledger commit and the write's
+    # return must still answer for every pending write from memory: the committing write's
+    # document is known before its commit.
+    settings, store = _indexed_store(open_store, embedded_settings)
     found: list[list[str]] = []
     with FileLock(str(settings.home / "index.lock")):  # nothing more gets indexed meanwhile
         first = store.record_experience(lesson("Rows that spill registers: split each row over two programs"))
@@ -560,10 +579,7 @@ def test_a_search_beside_a_commit_still_finds_every_fresh_write(open_store, embe
 
         def committing(exps):
             out = real(exps)  # durable: every search of the process sees its change from here on
-            other = threading.Thread(target=lambda: found.append(
-                [h.id for h in store.search("experiences", text, k=5)]))  # another caller: no writes of its own
-            other.start()
-            other.join(30)
+            found.append(_search_from_another_caller(store))
             return out
 
         store.ledger.record_experiences = committing
@@ -580,11 +596,7 @@ def test_a_catch_up_beside_a_write_keeps_its_document_for_the_fresh_tail(open_st
     # of another caller answers for it from memory. Dropped, every pending write was missing from
     # other callers' searches until the follower indexed them (one probe lesson 1.9 s late at 16
     # clients); the old code dropped it here.
-    settings = embedded_settings()
-    store = open_store(settings)
-    store.record_experience(lesson("Indexed already: a two pass softmax reads each row twice"))
-    store.sync()
-    text = "rows that spill registers are split over two programs"
+    settings, store = _indexed_store(open_store, embedded_settings)
     real = store.ledger.record_experiences
 
     def caught_up_first(exps):
@@ -599,12 +611,7 @@ def test_a_catch_up_beside_a_write_keeps_its_document_for_the_fresh_tail(open_st
         finally:
             del store.ledger.record_experiences
         assert store.vectors.peek_seq() < store.ledger.max_seq()
-        found: list[list[str]] = []
-        other = threading.Thread(target=lambda: found.append(
-            [h.id for h in store.search("experiences", text, k=5)]))  # another caller: no writes of its own
-        other.start()
-        other.join(30)
-    assert found and written.id in found[0]
+        assert written.id in _search_from_another_caller(store)
 
 
 def test_a_rederived_task_is_searched_under_its_new_class(open_store, embedded_settings):
