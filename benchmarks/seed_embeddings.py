@@ -18,14 +18,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-import numpy as np
-
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from skillbase import SkillBase, seeds  # noqa: E402
 from skillbase.config import Settings  # noqa: E402
+from skillbase.memory.embeddings import EmbeddingCache  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -33,23 +32,18 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=seeds.EMBEDDINGS_FILE)
     args = ap.parse_args(argv)
     saved, seeds.EMBEDDINGS_FILE = seeds.EMBEDDINGS_FILE, Path("/nonexistent")  # compute every vector afresh
-    keys, vecs = [], []
     try:
         with tempfile.TemporaryDirectory() as tmp:
+            both = EmbeddingCache(Path(tmp) / "both.sqlite3")
             for precision in ("int8", "fp32"):
-                home = Path(tmp) / precision
-                with SkillBase(Settings.from_env(home=home, embedding_precision=precision)) as sb:
+                with SkillBase(Settings.from_env(home=Path(tmp) / precision, embedding_precision=precision)) as sb:
                     sb.init()
                     sb.memory.embedder.cache.export_npz(Path(tmp) / f"{precision}.npz")
-                with np.load(Path(tmp) / f"{precision}.npz", allow_pickle=False) as data:
-                    keys.append(data["keys"])
-                    vecs.append(data["vecs"])
+                both.import_npz(Path(tmp) / f"{precision}.npz")
+            n = both.export_npz(args.out)
+            both.close()
     finally:
         seeds.EMBEDDINGS_FILE = saved
-    k, v = np.concatenate(keys), np.concatenate(vecs)
-    order = np.argsort(k)
-    np.savez_compressed(args.out, keys=k[order], vecs=v[order].astype(np.float32))
-    n = len(k)
     print(f"{n} embeddings -> {args.out} ({args.out.stat().st_size / 1e6:.2f} MB)")
     return 0
 

@@ -11,6 +11,7 @@ that has not changed is never embedded twice, across processes and rebuilds.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
 import re
 import sqlite3
@@ -51,8 +52,6 @@ def quantizes(model: str | None, backend: str = "auto", precision: str = "int8",
         raise ConfigError(f"unknown embedding precision {precision!r}", hint=f"one of {', '.join(PRECISIONS)}")
     if precision != "int8" or backend == "torch" or device != "cpu":
         return False
-    import importlib.util
-
     from skillbase.memory.onnx_encoder import plain_model
 
     if importlib.util.find_spec("onnxruntime") is None or importlib.util.find_spec("tokenizers") is None:

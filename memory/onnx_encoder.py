@@ -171,7 +171,7 @@ def open_encoder(model_dir: Path, threads: int, load_st: Callable[[], Any],
     """An encoder for ``model_dir``, exporting (and checking) it on first use; (None, why) where the
     model is not of the plain kind, ONNX Runtime or the exporter is missing, or the export disagrees
     with the torch model. With ``quantized``, the int8 model made from that export (``quantize``)."""
-    if quantized and plain_model(model_dir)[0]:
+    if quantized:
         path = quantized_path(cache_dir() / f"{model_key(model_dir)}.onnx")
         if path.is_file():  # made before: the float export is not opened at all
             try:

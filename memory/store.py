@@ -197,7 +197,7 @@ class Store:
             seen = self.vectors.peek_seq()
             target = self.ledger.max_seq()
             if seen is not None and seen == target:
-                self._forget_indexed(target)
+                self._forget_known(indexed=target)
                 return applied
             prepared = None
             if seen is not None and seen < target:
@@ -248,7 +248,7 @@ class Store:
         Kept after the commit, a search that came in between gave up the tail and missed
         every pending write, anyone's (a lesson 1.6 s late to another client's recall, seen
         ~14 times a run at 16 clients). While a block runs, the follower finding the index caught
-        up does not drop the kept documents (``_forget_indexed``): this one's commit is not in the
+        up does not drop the kept documents (``_forget_known``): this one's commit is not in the
         ledger yet, and its document would be gone when it is. A write that fails leaves a
         document no change names."""
         with self._klock:
@@ -369,18 +369,15 @@ class Store:
         with self._klock:
             return dict(self._known)
 
-    def _forget_known(self) -> None:
+    def _forget_known(self, indexed: int | None = None) -> None:
+        """Drop the kept documents of this process's writes. With ``indexed`` (the index holds every
+        change up to it), only if no write is between keeping its document and its commit and
+        nothing committed since: such a write's document is still needed (``_pending``)."""
         with self._klock:
+            if indexed is not None and (self._writing or self.ledger.max_seq() != indexed):
+                return
             self._known.clear()
             self._tail_vecs.clear()
-
-    def _forget_indexed(self, seq: int) -> None:
-        """Drop the kept documents once the index holds every change up to ``seq``, unless a
-        write is between keeping its document and its commit, or committed since ``seq``."""
-        with self._klock:
-            if self._writing == 0 and self.ledger.max_seq() == seq:
-                self._known.clear()
-                self._tail_vecs.clear()
 
     def reindex(self) -> int:
         """Rebuild the vector index and the graph from the ledger (cached
