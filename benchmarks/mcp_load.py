@@ -7,6 +7,7 @@
     python benchmarks/mcp_load.py --clients 16 --profile /tmp/prof                    # py-spy the server
     python benchmarks/mcp_load.py --clients 16 --profile /tmp/prof --profile-cpu --profile-clients  # and the clients
     python benchmarks/mcp_load.py --clients 16 --calls 150 --rate 48,96,144                # paced: latency at a given load
+    python benchmarks/mcp_load.py --clients 16 --calls 150 --servers 2 --chroma server     # two server processes, one store
 
 The server is the real one, started as a subprocess (``python -m skillbase serve --transport
 http`` with a bearer token, on a loopback port) over a seeded store (a fresh one, or a copy of
@@ -37,6 +38,13 @@ written (ids answered) versus found in the ledger afterwards (by session) and du
 lesson text stored twice). Alongside the load, a probe in the parent process records a lesson
 with a unique phrase through one session and polls recall through another until the lesson comes
 back: the cross-client visibility delay.
+
+With ``--servers N`` the store is served by N ``skillbase serve`` processes at once, each on its own
+port (the scale-out docs/scale.md describes: several servers over one store, here without a balancer
+in front): client process ``g`` talks to server ``g mod N``, the probe writes through the first server
+and polls through the last (a lesson crossing processes), and the server CPU is the sum over all N.
+``--chroma server`` is the arrangement meant for it (one consistent index for every process); with the
+embedded index every process reopens its chroma client after another one wrote.
 """
 
 from __future__ import annotations
@@ -349,12 +357,14 @@ def server_cpu_by_role(pid: int, cpu0: float, threads0: dict[int, float], calls:
     return {k: round(1e3 * v / max(1, calls), 2) for k, v in sorted(roles.items(), key=lambda kv: -kv[1])}
 
 
-async def visibility_probe(url: str, label: str, probes: int, gap_s: float, stop_at: float) -> list[dict]:
-    """Write a lesson with a unique phrase through one session; poll recall through another
-    until it comes back. Returns the delay per probe (seconds from the write's answer)."""
+async def visibility_probe(write_url: str, read_url: str, label: str, probes: int, gap_s: float,
+                           stop_at: float) -> list[dict]:
+    """Write a lesson with a unique phrase through one session (to ``write_url``); poll recall
+    through another (to ``read_url``: the same server, or another process of the same store) until
+    it comes back. Returns the delay per probe (seconds from the write's answer)."""
     out = []
-    hw, writer = _session(url)
-    hr, reader = _session(url)
+    hw, writer = _session(write_url)
+    hr, reader = _session(read_url)
     async with hw, writer as w, hr, reader as r:
         for p in range(probes):
             phrase = f"probe {uuid.uuid4().hex[:10]} lesson {label}"
@@ -412,21 +422,27 @@ def ledger_counts(home: Path, label: str) -> dict:
             "duplicate_lessons": len(texts) - len(set(texts))}
 
 
-def run_load(url: str, home: Path, n_clients: int, calls: int, mix_name: str, procs: int, probes: int,
-             server_pid: int, loop: str = "asyncio", profile_clients: Path | None = None,
-             profile_cpu: bool = False, rate: float | None = None) -> dict:
-    """N clients x ``calls`` calls against the running server, plus the visibility probe.
+def run_load(urls: list[str], home: Path, n_clients: int, calls: int, mix_name: str, procs: int, probes: int,
+             server_pids: list[int], loop: str = "asyncio", profile_clients: Path | None = None,
+             profile_cpu: bool = False, rate: float | None = None, chroma_pid: int | None = None) -> dict:
+    """N clients x ``calls`` calls against the running servers (``urls``, one per server process,
+    ``server_pids`` in the same order), plus the visibility probe. ``chroma_pid``: the chroma
+    server's process, whose CPU is reported beside the servers'.
     ``profile_clients``: py-spy every client process during the load (one raw profile each, there).
     ``rate``: the calls/s the clients offer together (paced); None: each calls again once answered."""
     mix = MIXES[mix_name]
     label = f"load-{uuid.uuid4().hex[:8]}"
     procs = max(1, min(procs, n_clients))
+    if procs < len(urls):
+        raise SystemExit(f"{n_clients} clients in {procs} client processes cannot reach {len(urls)} servers: "
+                         "give every server a client process (--procs, and at least that many clients)")
     groups = [list(range(n_clients))[g::procs] for g in range(procs)]
     ctx = mp.get_context("spawn")
     barrier, out = ctx.Barrier(procs + 1), ctx.Queue()
-    workers = [ctx.Process(target=client_group, args=(url, g, calls, mix, label, barrier, out, loop, rate, n_clients),
+    workers = [ctx.Process(target=client_group,
+                           args=(urls[i % len(urls)], g, calls, mix, label, barrier, out, loop, rate, n_clients),
                            daemon=True)
-               for g in groups]
+               for i, g in enumerate(groups)]
     for w in workers:
         w.start()
     barrier.wait(timeout=600)  # every session is open
@@ -435,10 +451,14 @@ def run_load(url: str, home: Path, n_clients: int, calls: int, mix_name: str, pr
         spies = [attach_py_spy(w.pid, profile_clients, profile_cpu, name=f"client{i}") for i, w in enumerate(workers)]
     load_before = os.getloadavg()
     barrier.wait(timeout=600)  # go
-    t0, server_cpu0, threads0 = time.time(), cpu_seconds(server_pid), thread_cpu_seconds(server_pid)
+    t0 = time.time()
+    server_cpu0 = {pid: cpu_seconds(pid) for pid in server_pids}
+    threads0 = {pid: thread_cpu_seconds(pid) for pid in server_pids}
+    chroma_cpu0 = cpu_seconds(chroma_pid) if chroma_pid else 0.0
+    machine0 = _cpu_times()
 
     async def probe_and_collect():
-        probe = asyncio.create_task(visibility_probe(url, label, probes, 1.0, stop_at=time.time() + 3600))
+        probe = asyncio.create_task(visibility_probe(urls[0], urls[-1], label, probes, 1.0, stop_at=time.time() + 3600))
         rows, cpu = [], 0.0
         for _ in workers:
             got, used = await asyncio.to_thread(out.get)
@@ -446,8 +466,14 @@ def run_load(url: str, home: Path, n_clients: int, calls: int, mix_name: str, pr
         return rows, cpu, await probe
 
     rows, client_cpu, probe = asyncio.run(probe_and_collect())
-    server_cpu = cpu_seconds(server_pid) - server_cpu0
-    by_role = server_cpu_by_role(server_pid, server_cpu0, threads0, len([r for r in rows if r["error"] is None]))
+    server_cpu = sum(cpu_seconds(pid) - server_cpu0[pid] for pid in server_pids)
+    chroma_cpu = cpu_seconds(chroma_pid) - chroma_cpu0 if chroma_pid else None
+    machine_busy = _busy_share(machine0, _cpu_times())
+    n_answered = len([r for r in rows if r["error"] is None])
+    by_role: dict[str, float] = {}
+    for pid in server_pids:  # the N servers' threads by role, added up
+        for role, ms in server_cpu_by_role(pid, server_cpu0[pid], threads0[pid], n_answered).items():
+            by_role[role] = round(by_role.get(role, 0.0) + ms, 2)
     for w in workers:
         w.join(30)
     for spy in spies:
@@ -473,16 +499,23 @@ def run_load(url: str, home: Path, n_clients: int, calls: int, mix_name: str, pr
     delays = [p["visible_after_s"] for p in probe if p.get("visible_after_s") is not None]
     return {
         "clients": n_clients, "calls_per_client": calls, "mix": list(mix), "client_processes": procs,
+        "server_processes": len(urls),
         "offered_calls_per_s": rate,
         "client_event_loop": loop, "load_average_before": [round(x, 2) for x in load_before],
         "load_average_after": [round(x, 2) for x in os.getloadavg()],
         "calls": len(rows), "answered": len(answered), "errors": len(rows) - len(answered),
         "wall_s": round(wall, 2), "throughput_calls_per_s": round(len(answered) / wall, 1),
         # CPU per answered call (process CPU time over the run, the probe's calls included on the
-        # server side): what one call costs the server, and what the load generator spends.
+        # server side; every server process added up): what one call costs the server, and what
+        # the load generator spends. The share is in cores (N servers can hold up to N).
         "server_cpu_ms_per_call": round(1e3 * server_cpu / max(1, len(answered)), 2),
         "client_cpu_ms_per_call": round(1e3 * client_cpu / max(1, len(answered)), 2),
         "server_cpu_share": round(server_cpu / wall, 2),
+        "chroma_server_cpu_ms_per_call": (None if chroma_cpu is None
+                                          else round(1e3 * chroma_cpu / max(1, len(answered)), 2)),
+        # The share of all the machine's cores busy over the run (/proc/stat, every process): below 1,
+        # the cores were not what the calls waited for.
+        "machine_busy_share": machine_busy,
         "server_cpu_ms_per_call_by_thread": by_role,
         "tools": tools,
         "records": {"lessons_written": len(written_lessons), "lessons_found": len(stored["lesson_ids"]),
@@ -516,8 +549,15 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--rate", default=None,
                     help="paced: comma-separated calls/s the clients offer together, one run each (default: closed "
                          "loop, each client calls again once answered)")
+    ap.add_argument("--servers", type=int, default=1,
+                    help="server processes over the one store, each on its own port (default 1); the client "
+                         "processes are spread over them")
     ap.add_argument("--out", type=Path, help="write the JSON here (default: print the summary only)")
     args = ap.parse_args(argv)
+    if args.servers < 1:
+        ap.error("--servers takes 1 or more")
+    if args.servers > args.procs:
+        ap.error(f"--servers {args.servers} needs at least as many client processes (--procs {args.procs})")
     rates: list[float | None] = [float(x) for x in args.rate.split(",")] if args.rate else [None]
     if any(r is not None and r <= 0 for r in rates):
         ap.error("--rate takes calls per second above 0")
@@ -536,24 +576,30 @@ def main(argv: list[str] | None = None) -> dict:
         seed_s = time.perf_counter() - t_seed
         if args.profile:
             args.profile.mkdir(parents=True, exist_ok=True)
-        port = _free_port()
-        server = start_server(home, port, chroma_url, tmp / "server.log")
-        url = f"http://127.0.0.1:{port}/mcp"
+        servers, urls = [], []
+        for i in range(args.servers):
+            port = _free_port()
+            servers.append(start_server(home, port, chroma_url, tmp / f"server{i or ''}.log"))
+            urls.append(f"http://127.0.0.1:{port}/mcp")
         runs = []
         load_before = os.getloadavg()
-        speed_ms = python_speed_ms()
         cpu_before = _cpu_times()
         try:
-            # One uncounted warm-up session: the server opens the store and the model once.
-            asyncio.run(_warm(url))
-            spy = attach_py_spy(server.pid, args.profile, args.profile_cpu,
+            # One uncounted warm-up session per server: each opens the store and the model once.
+            for url in urls:
+                asyncio.run(_warm(url))
+            # The yardstick after the warm-ups: a server still starting would slow it.
+            speed_ms = python_speed_ms()
+            # With several servers, the first one is profiled.
+            spy = attach_py_spy(servers[0].pid, args.profile, args.profile_cpu,
                                 gil=args.profile_gil) if args.profile else None
             try:
                 for n in [int(x) for x in args.clients.split(",")]:
                     for rate in rates:
-                        r = run_load(url, home, n, args.calls, args.mix, args.procs, args.probes, server.pid, loop,
+                        r = run_load(urls, home, n, args.calls, args.mix, args.procs, args.probes,
+                                     [p.pid for p in servers], loop,
                                      args.profile if args.profile and args.profile_clients else None,
-                                     args.profile_cpu, rate)
+                                     args.profile_cpu, rate, chroma.pid if chroma is not None else None)
                         runs.append(r)
                         try:
                             _print(r)
@@ -563,11 +609,14 @@ def main(argv: list[str] | None = None) -> dict:
                 if spy is not None:
                     stop(spy)
         finally:
-            stop(server)
+            for server in servers:
+                stop(server)
         result = {
             "benchmark": "mcp_load", "transport": "streamable HTTP with a bearer token", "chroma": args.chroma,
+            "server_processes": args.servers,
             "store": str(args.home) if args.home else "fresh, seeded by skillbase init",
-            "method": "real `skillbase serve --transport http` subprocess; N MCP SDK Client sessions over "
+            "method": f"real `skillbase serve --transport http` subprocess (x{args.servers}, one store, client "
+                      "process g on server g mod N); N MCP SDK Client sessions over "
                       f"{args.procs} client processes ({loop} event loop), released together by a barrier; "
                       "latency = perf_counter around call_tool (paced runs: from each call's slot); "
                       "throughput = answered calls / seconds from the barrier to the last answer; "
@@ -625,6 +674,14 @@ def _stolen_share(before: list[int] | None, after: list[int] | None) -> float | 
     return round(spent[7] / sum(spent), 3) if sum(spent) else None
 
 
+def _busy_share(before: list[int] | None, after: list[int] | None) -> float | None:
+    """The share of the machine's CPU time (all cores) spent busy meanwhile: not idle, not waiting for I/O."""
+    if not before or not after or len(before) < 5:
+        return None
+    spent = [b - a for a, b in zip(before, after)]
+    return round(1 - (spent[3] + spent[4]) / sum(spent), 3) if sum(spent) else None
+
+
 async def _warm(url: str) -> None:
     http, session = _session(url)
     async with http, session as c:
@@ -635,11 +692,17 @@ async def _warm(url: str) -> None:
 
 def _print(r: dict) -> None:
     offered = r.get("offered_calls_per_s")
+    servers = r.get("server_processes", 1)
+    chroma_cpu = (f", chroma server {r['chroma_server_cpu_ms_per_call']} ms"
+                  if r.get("chroma_server_cpu_ms_per_call") is not None else "")
+    busy = "?" if r.get("machine_busy_share") is None else f"{100 * r['machine_busy_share']:.0f} %"
     print(f"{r['clients']} clients x {r['calls_per_client']} calls"
+          f"{f' on {servers} server processes' if servers > 1 else ''}"
           f"{f', paced at {offered:g} calls/s offered (latency from each slot)' if offered else ''}: "
           f"{r['throughput_calls_per_s']} calls/s "
           f"({r['answered']}/{r['calls']} answered in {r['wall_s']} s, wall clock); CPU per call: server "
-          f"{r['server_cpu_ms_per_call']} ms, clients {r['client_cpu_ms_per_call']} ms (process CPU time)")
+          f"{r['server_cpu_ms_per_call']} ms ({r['server_cpu_share']} cores), clients {r['client_cpu_ms_per_call']} ms "
+          f"(process CPU time){chroma_cpu}; the machine's cores {busy} busy")
     for tool, t in r["tools"].items():
         lat = t["latency"]
         if lat.get("n"):
