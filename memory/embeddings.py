@@ -410,6 +410,18 @@ class Embedder:
             found.update(fresh)
         return np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
 
+    def cached(self, texts: Sequence[str], *, max_tokens: int | None = None) -> list[np.ndarray | None]:
+        """Each text's vector when it is in memory or in the cache file (those found there are
+        kept in memory), else None; never runs the model."""
+        keys = [self.key(t, max_tokens) for t in texts]
+        found = self._recent.get_many(keys)
+        unseen = sorted(set(keys) - found.keys())
+        if unseen and self.cache is not None:
+            got = self.cache.get_many(unseen)
+            self._recent.put_many(got)
+            found.update(got)
+        return [found.get(k) for k in keys]
+
     def forget(self, text: str, *, max_tokens: int | None = None) -> None:
         """Drop a text's vector from memory and the cache file (the next embed pays for the
         model again: benchmarks of a new query use it)."""

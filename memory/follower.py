@@ -6,7 +6,9 @@ index reflects, embed, upsert: one batch) once per round, so the writes of many 
 callers land in one model call and one chroma upsert. A writer's round starts ``gather_s``
 after it is asked for, gathering the writes that come meanwhile into it; ``sync`` returning
 True asks for another round at once (a backlog is worked off batch by batch, waiters told
-after each). Readers that must see every committed record ``wait(ready)``: it pokes, starting
+after each), and ``AGAIN_LATER`` asks for another round after the gathering pause (the round left
+work to someone else for now: the writer process of records it has not embedded yet).
+Readers that must see every committed record ``wait(ready)``: it pokes, starting
 a round at once, and blocks until a round that began after the call has finished and
 ``ready()`` holds; False means the round did not get there (the index is broken, the model
 is missing, another process holds the lock), and the caller does the work itself, where its
@@ -20,6 +22,9 @@ import threading
 from collections.abc import Callable
 
 log = logging.getLogger("skillbase.memory")
+
+# What ``sync`` returns to be run again once the gathering pause has passed, not at once.
+AGAIN_LATER = "again later"
 
 
 class Follower:
@@ -38,6 +43,8 @@ class Follower:
         self._stopping = False
         self.rounds = 0
         self.last_error: BaseException | None = None
+        # Whether the round running now was asked for by a waiting reader (read by ``sync``).
+        self.round_urgent = False
 
     def poke(self, urgent: bool = False) -> int:
         """Ask for a round (starting the thread on first use); returns the ticket a ``wait`` needs.
@@ -77,16 +84,19 @@ class Follower:
                 if self._gather_s > 0:
                     self._cv.wait_for(lambda: self._urgent > self._done or self._stopping, self._gather_s)
                 target = self._asked
+                self.round_urgent = self._urgent > self._done
             more = False
             try:
-                more = bool(self._sync())
+                more = self._sync()
                 self.last_error = None
             except BaseException as e:  # the ledger holds the records; the next round or a reader retries
                 self.last_error = e
                 log.warning("the index follower could not catch up (a reader will): %s: %s", type(e).__name__, e)
             with self._cv:
                 self._done = max(self._done, target)
-                if more:  # work is left (a backlog, or writes that kept coming): go round again, at once
+                if more == AGAIN_LATER:  # left for now: go round again after the gathering pause
+                    self._asked = max(self._asked, self._done + 1)
+                elif more:  # work is left (a backlog, or writes that kept coming): go round again, at once
                     self._asked = max(self._asked, self._done + 1)
                     self._urgent = self._asked
                 self.rounds += 1

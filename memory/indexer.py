@@ -92,17 +92,54 @@ class Prepared(NamedTuple):
     vectors: np.ndarray
 
 
-def prepare(
-    ledger: Ledger, embedder: Embedder, after: int, *, limit: int,
-    known: dict[tuple[str, str], IndexDoc] | None = None,
-) -> Prepared | None:
-    """Plan and embed the next ``limit`` changes after seq ``after`` (None
-    when there are none), so the lock is held for chroma writes only."""
+class Planned(NamedTuple):
+    """The next batch of changes after seq ``after``, planned (documents to upsert, ids to delete), not embedded."""
+
+    after: int
+    changes: list[Change]
+    docs: list[IndexDoc]
+    deletes: dict[str, list[str]]
+
+
+def plan_after(
+    ledger: Ledger, after: int, *, limit: int, known: dict[tuple[str, str], IndexDoc] | None = None,
+) -> Planned | None:
+    """Plan the next ``limit`` changes after seq ``after`` (None when there are none)."""
     changes = ledger.changes_after(after, limit=limit)
     if not changes:
         return None
     docs, deletes = plan(ledger, changes, known)
-    return Prepared(after, changes, docs, deletes, embed_docs(embedder, docs))
+    return Planned(after, changes, docs, deletes)
+
+
+def prepare(
+    ledger: Ledger, embedder: Embedder, after: int, *, limit: int,
+    known: dict[tuple[str, str], IndexDoc] | None = None, planned: Planned | None = None,
+) -> Prepared | None:
+    """Plan (unless ``planned`` is that plan already) and embed the next ``limit`` changes after
+    seq ``after`` (None when there are none), so the lock is held for chroma writes only."""
+    planned = planned or plan_after(ledger, after, limit=limit, known=known)
+    if planned is None:
+        return None
+    return Prepared(after, planned.changes, planned.docs, planned.deletes, embed_docs(embedder, planned.docs))
+
+
+def cached_vectors(embedder: Embedder, docs: list[IndexDoc]) -> list[np.ndarray | None]:
+    """Each document's vector when it is at hand without the model (this process's memory, or
+    the cache file every process of the store shares), else None."""
+    out: list[np.ndarray | None] = [None] * len(docs)
+    groups: dict[int, list[int]] = defaultdict(list)
+    for i, d in enumerate(docs):
+        groups[d.max_tokens].append(i)
+    for max_tokens, idx in groups.items():
+        for i, v in zip(idx, embedder.cached([docs[i].text for i in idx], max_tokens=max_tokens)):
+            out[i] = v
+    return out
+
+
+def all_cached(embedder: Embedder, docs: list[IndexDoc]) -> bool:
+    """Whether every document's vector is at hand without the model (``cached_vectors``)."""
+    return all(v is not None for v in cached_vectors(embedder, docs))
 
 
 def catch_up(

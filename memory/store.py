@@ -2,13 +2,13 @@
 
 It keeps three things consistent: the SQLite ledger (the truth), the chroma
 vector index and the networkx reasoning graph (both derived from the ledger's
-change log and rebuildable). A write embeds its records into the embedding
-cache (outside every lock; a failing model does not stop it), commits to the
-ledger, and only then updates the index and the graph; if that fails (no
-model, a broken chroma directory, a crash) the record is safe and the next
-``sync()``, by this process or any other sharing the store, catches the index
-up. A write never waits for the index lock: when another process holds it,
-the index is caught up by that process or by the next search. A search sees
+change log and rebuildable). A write commits to the ledger and is answered;
+the follower thread then embeds its records and updates the index and the
+graph; if that fails (no model, a broken chroma directory, a crash) the record
+is safe and the next ``sync()``, by this process or any other sharing the
+store, catches the index up. A write never waits for the index lock: when
+another process holds it, the index is caught up by that process or by the
+next search. A search sees
 every write of its own caller and every change older than a second: this
 process's writes the follower has not indexed yet are searched in memory (the
 fresh tail), anything else is waited for or caught up before it answers.
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -45,7 +46,7 @@ from skillbase.memory import indexer
 from skillbase.memory.documents import COLLECTIONS, TEXT_MAX_TOKENS, IndexDoc, attempt_doc, experience_doc
 from skillbase.memory.embeddings import Embedder, model_name
 from skillbase.memory.filters import matches, validate_where
-from skillbase.memory.follower import Follower
+from skillbase.memory.follower import AGAIN_LATER, Follower
 from skillbase.memory.graph import ReasoningGraph, snapshot_seq_of
 from skillbase.memory.jsonl import export_jsonl, import_jsonl
 from skillbase.memory.ledger import Ledger
@@ -76,6 +77,14 @@ INDEX_WAIT_S = 10.0  # longest a search waits for the follower before catching u
 # are left to it and the search answers at once; an older one (the follower behind, or another
 # process wrote) is waited for, so a lesson reaches every other caller's search within ~1 s.
 MAX_INDEX_LAG_S = 1.0
+# Several server processes over one store: each follower embeds its own process's writes first thing
+# in every round and leaves another process's lessons and attempts to that process's follower, which
+# puts their vectors in the shared cache file; the follower holding the index lock then indexes them
+# all from the cache, and searches answer them from it (``_fresh_tail``). Without this every follower
+# embedded every process's pending writes (two processes: 1.88 model runs a lesson). A writer that has
+# not cached its records this long after a follower first left them (gone, or far behind) gets them
+# embedded by whoever indexes; a round a reader waits for never leaves them.
+WRITER_GRACE_S = 1.0
 # The ledger seq of the last write made in this context, per store: a caller's searches
 # always see its own writes. A server runs each tool call in its own context.
 _WRITTEN: ContextVar[dict[str, int]] = ContextVar("skillbase_store_written", default={})
@@ -112,12 +121,21 @@ class Store:
         self._graph: ReasoningGraph | None = None
         self._glock = threading.RLock()
         self._known: dict[tuple[str, str], IndexDoc] = {}
+        # The records this process wrote since the index last held every change: a pending change
+        # of a lesson or attempt not named here is another process's (``_fresh_tail``). Unlike the
+        # kept documents, not dropped when a task's class moves.
+        self._mine: dict[tuple[str, str], None] = {}
+        # Documents of other processes' pending lessons and attempts, read from the ledger once each.
+        self._theirs: dict[tuple[str, str], IndexDoc] = {}
         self._writing = 0  # writes between keeping their documents and their commit (_pending)
         # The fresh tail's vectors by record, with the document each was computed for: every search
         # of a loaded server reads the same few fresh records, and looking each up in the embedder
         # again (hashing its text) was a fourteenth of a recall.
         self._tail_vecs: dict[tuple[str, str], tuple[IndexDoc, np.ndarray]] = {}
         self._klock = threading.Lock()
+        # The index seq at which the follower first left a batch to another process's writer, and when.
+        self._deferred: tuple[int, float] | None = None
+        self._left = 0  # batches the follower left to other processes' writers (rounds it returned early)
         # Index and graph updates after a write run here, off the caller's path.
         self._follower = Follower(self._follow, gather_s=FOLLOW_GATHER_S)
         self._key = f"{ledger.store_id}:{ledger.path}"
@@ -186,13 +204,21 @@ class Store:
         self._catch_up_graph()
         return n
 
-    def _sync_index(self, *, wait: bool = True, max_batches: int | None = None, batch: int = SYNC_BATCH) -> int:
+    def _sync_index(self, *, wait: bool = True, max_batches: int | None = None, batch: int = SYNC_BATCH,
+                    defer: bool = False) -> int:
         # Batch by batch: plan and embed outside the index lock (the cache
         # usually has the vectors already), then take the lock only to write
         # chroma, so other processes wait for writes, never for the model.
         # Without ``wait`` (the write path) a busy lock means another process
         # is catching up right now: skip; every read catches up in full.
+        # With ``defer`` (the follower's own rounds) a batch holding another
+        # process's records not embedded yet is left to that process's writer
+        # for now (``_leave_to_writers``): this process embeds only its own,
+        # all of its pending records first (not only the next batch's), so
+        # the other processes find them in the cache file.
         applied, reset_done = 0, False
+        if defer and (own := self._known_docs()):
+            indexer.warm(self.embedder, list(own.values()))
         while True:
             seen = self.vectors.peek_seq()
             target = self.ledger.max_seq()
@@ -201,7 +227,12 @@ class Store:
                 return applied
             prepared = None
             if seen is not None and seen < target:
-                prepared = indexer.prepare(self.ledger, self.embedder, seen, limit=batch, known=self._known_docs())
+                known = self._known_docs()
+                planned = indexer.plan_after(self.ledger, seen, limit=batch, known=known)
+                if defer and planned is not None and self._leave_to_writers(planned, known):
+                    return applied
+                prepared = indexer.prepare(self.ledger, self.embedder, seen, limit=batch, known=known,
+                                           planned=planned)
             with self.vectors.session(wait=wait) as state:
                 if state is None:
                     return applied
@@ -222,13 +253,36 @@ class Store:
             if max_batches is not None:
                 max_batches -= 1
 
+    def _leave_to_writers(self, planned: indexer.Planned, known: dict[tuple[str, str], IndexDoc]) -> bool:
+        """Whether the follower leaves this batch for now: it holds lessons or attempts this
+        process did not write whose vectors are not in the shared cache yet, and their writer
+        has had less than WRITER_GRACE_S (from this batch's first deferral) to put them there.
+        This process's own documents of the batch are embedded meanwhile, so whichever process
+        indexes finds them cached. Skills are never left (rare, and read back from the ledger by
+        every process alike)."""
+        with self._klock:
+            mine = [(d.collection, d.id) in known or (d.collection, d.id) in self._mine for d in planned.docs]
+        theirs = [d for d, m in zip(planned.docs, mine) if not m and d.collection != "skills"]
+        if not theirs or indexer.all_cached(self.embedder, theirs):
+            self._deferred = None
+            return False
+        now = time.monotonic()
+        if self._deferred is None or self._deferred[0] != planned.after:
+            self._deferred = (planned.after, now)
+        elif now - self._deferred[1] >= WRITER_GRACE_S:
+            self._deferred = None
+            return False
+        indexer.warm(self.embedder, [d for d, m in zip(planned.docs, mine) if m])
+        self._left += 1
+        return True
+
     def _sync_quietly(self, *, wait: bool = True, max_batches: int | None = None,
-                      batch: int = SYNC_BATCH) -> int | None:
+                      batch: int = SYNC_BATCH, defer: bool = False) -> int | None:
         """``_sync_index`` that turns an indexing failure into a MemoryIndexWarning; returns
         the changes applied, None after a failure (the graph is caught up either way)."""
         applied = None
         try:
-            applied = self._sync_index(wait=wait, max_batches=max_batches, batch=batch)
+            applied = self._sync_index(wait=wait, max_batches=max_batches, batch=batch, defer=defer)
         except BaseException as e:
             if not chroma_failure(e):
                 raise
@@ -254,8 +308,11 @@ class Store:
         with self._klock:
             for d in docs:
                 self._known[d.collection, d.id] = d
+                self._mine[d.collection, d.id] = None
             while len(self._known) > KNOWN_DOCS_MAX:
                 self._known.pop(next(iter(self._known)))
+            while len(self._mine) > KNOWN_DOCS_MAX:
+                self._mine.pop(next(iter(self._mine)))
             self._writing += 1
         try:
             yield
@@ -272,11 +329,19 @@ class Store:
         _WRITTEN.set(written)
         self._follower.poke()
 
-    def _follow(self) -> bool:
+    def _follow(self) -> bool | str:
         # One batch per round, so searches waiting for it are told after every batch
         # even while writes keep coming. True (a full batch: a backlog) asks for another round
         # at once; writes that came during this one asked for theirs, which gathers first.
-        if (self._sync_quietly(max_batches=1, batch=FOLLOW_BATCH) or 0) < FOLLOW_BATCH:
+        # A round a reader waits for embeds whatever it needs; the others may leave another
+        # process's records to their writer (AGAIN_LATER: look again after the gathering pause).
+        urgent, left = self._follower.round_urgent, self._left
+        if urgent:
+            self._deferred = None
+        applied = self._sync_quietly(max_batches=1, batch=FOLLOW_BATCH, defer=not urgent)
+        if self._left != left:
+            return AGAIN_LATER
+        if (applied or 0) < FOLLOW_BATCH:
             return False  # nothing more, or it failed (warned): wait for the next write or read
         seen = self.vectors.peek_seq()
         return seen is not None and seen < self.ledger.max_seq()
@@ -316,10 +381,16 @@ class Store:
         return target, {}
 
     def _fresh_tail(self, seen: int) -> dict[str, IndexDoc] | None:
-        """This process's writes after index seq ``seen`` as documents by id, when they are
-        every indexed change after it (each record's last change a put this process made);
-        None when anything else changed there (another process's write, a delete, a skill)
-        or more than TAIL_MAX changes are pending."""
+        """The writes after index seq ``seen`` as documents by id, when every indexed change
+        after it is a put of a record this process wrote (its kept document) or another
+        process's new lesson or attempt. Another process's record is in the tail once its
+        writer has put its vector in the shared cache file (within the writer's next follower
+        round); until then a search may leave it out while it is younger than MAX_INDEX_LAG_S,
+        the bound for any other caller's write. None when anything else changed there (an older
+        uncached write of another process, a delete, a skill, a write of this process whose
+        document is not kept) or more than TAIL_MAX changes are pending. Several server
+        processes over one store write between each other's writes all the time: giving up the
+        tail for each of them had every search after its caller's own write wait for the index."""
         changes = self.ledger.changes_after(seen, limit=TAIL_MAX + 1)
         if len(changes) > TAIL_MAX:
             return None
@@ -327,13 +398,55 @@ class Store:
         if not latest:
             return {}
         tail: dict[str, IndexDoc] = {}
+        theirs: set[tuple[str, str]] = set()
         with self._klock:
             for (kind, item_id), op in latest.items():
-                doc = self._known.get((indexer.COLLECTION_OF[kind], item_id)) if op == "put" else None
-                if doc is None:
+                key = (indexer.COLLECTION_OF[kind], item_id)
+                doc = self._known.get(key) if op == "put" else None
+                if doc is not None:
+                    tail[item_id] = doc
+                elif op == "put" and kind != "skill" and key not in self._mine:
+                    theirs.add((kind, item_id))
+                else:
                     return None
-                tail[item_id] = doc
+        if theirs:
+            ready = self._their_docs(theirs)
+            tail.update(ready)
+            late = {t for t in theirs if t[1] not in ready}
+            if late:
+                oldest = next(c.seq for c in changes if (c.kind, c.item_id) in late)
+                first = self.ledger.first_change_after(oldest - 1)
+                if first is None or (utcnow() - first[1]).total_seconds() > MAX_INDEX_LAG_S:
+                    return None
         return tail
+
+    def _their_docs(self, records: set[tuple[str, str]]) -> dict[str, IndexDoc]:
+        """Other processes' pending lessons and attempts (kind, id) whose vectors their writers
+        have cached, as documents by id; their vectors are kept for the tail's search. Never
+        runs the model: the writer embeds its own records (``_leave_to_writers``)."""
+        keys = {(indexer.COLLECTION_OF[kind], item_id) for kind, item_id in records}
+        with self._klock:
+            docs = {k: self._theirs[k] for k in keys if k in self._theirs}
+        need = keys - docs.keys()
+        if need:
+            read = [attempt_doc(a) for a in self.ledger.get_attempts([i for c, i in need if c == "attempts"])]
+            read += [experience_doc(e) for e in self.ledger.get_experiences([i for c, i in need if c == "experiences"])]
+            with self._klock:
+                for d in read:
+                    docs[d.collection, d.id] = self._theirs[d.collection, d.id] = d
+                while len(self._theirs) > KNOWN_DOCS_MAX:
+                    self._theirs.pop(next(iter(self._theirs)))
+        with self._klock:
+            kept = {k: self._tail_vecs.get(k) for k in docs}
+        unknown = [d for k, d in docs.items() if kept[k] is None or kept[k][0] is not d]
+        found = dict(zip([(d.collection, d.id) for d in unknown], indexer.cached_vectors(self.embedder, unknown)))
+        with self._klock:
+            for k, v in found.items():
+                if v is not None:
+                    self._tail_vecs[k] = (docs[k], v)
+            while len(self._tail_vecs) > KNOWN_DOCS_MAX:
+                self._tail_vecs.pop(next(iter(self._tail_vecs)))
+        return {k[1]: d for k, d in docs.items() if found.get(k) is not None or k not in found}
 
     def _tail_hits(self, tail: dict[str, IndexDoc], collection: str, embedding: np.ndarray, k: int,
                    where: dict[str, Any] | None, documents: bool) -> list[Hit]:
@@ -370,14 +483,18 @@ class Store:
             return dict(self._known)
 
     def _forget_known(self, indexed: int | None = None) -> None:
-        """Drop the kept documents of this process's writes. With ``indexed`` (the index holds every
-        change up to it), only if no write is between keeping its document and its commit and
-        nothing committed since: such a write's document is still needed (``_pending``)."""
+        """Drop the kept documents of this process's writes (and those read of other processes'
+        pending records, and the tail's vectors). With ``indexed`` (the index holds every change up
+        to it), only if no write is between keeping its document and its commit and nothing
+        committed since: such a write's document is still needed (``_pending``)."""
         with self._klock:
             if indexed is not None and (self._writing or self.ledger.max_seq() != indexed):
                 return
             self._known.clear()
             self._tail_vecs.clear()
+            self._theirs.clear()
+            if indexed is not None:  # every write of this process is in the index
+                self._mine.clear()
 
     def reindex(self) -> int:
         """Rebuild the vector index and the graph from the ledger (cached

@@ -206,6 +206,31 @@ def test_the_follower_gathers_writes_and_starts_at_once_for_a_waiting_reader():
     assert len(rounds) == 5
 
 
+def test_a_round_that_leaves_work_to_another_process_goes_again_after_gathering():
+    from skillbase.memory.follower import AGAIN_LATER, Follower
+
+    rounds: list[tuple[float, bool]] = []
+
+    def sync():
+        rounds.append((time.perf_counter(), f.round_urgent))
+        return AGAIN_LATER if len(rounds) < 3 else False
+
+    f = Follower(sync, name="test-follower", gather_s=0.3)
+    try:
+        t0 = time.perf_counter()
+        f.poke(urgent=True)  # a reader's round: told it is urgent; it leaves work, so two more follow
+        deadline = t0 + 5
+        while len(rounds) < 3:
+            assert time.perf_counter() < deadline, "the round left for later never came"
+            time.sleep(0.01)
+        time.sleep(0.4)
+    finally:
+        f.close()
+    assert [u for _, u in rounds] == [True, False, False] and len(rounds) == 3
+    gaps = [b - a for (a, _), (b, _) in zip(rounds, rounds[1:])]
+    assert all(g >= 0.29 for g in gaps), f"rounds left for later went again without gathering: {gaps}"
+
+
 def test_the_follower_is_woken_only_when_a_poke_changes_what_it_waits_for():
     from skillbase.memory.follower import Follower
 

@@ -127,6 +127,54 @@ def test_a_lesson_is_recalled_by_every_client_at_once_while_indexing_is_stuck(se
     assert timings["other"] < 0.5 and timings["own"] < 0.5, f"a recall waited for the index: {timings}"
 
 
+def test_two_servers_of_one_store_recall_each_others_lessons_while_indexing_is_stuck(served):
+    # Two server processes over one store (here two servers in this process, each with its own
+    # SkillBase, as two `skillbase serve` would hold it): a lesson recorded on one is recalled on the
+    # other once its writer has embedded it, from the shared cache file, not from the index; and a
+    # client that writes on one server and then recalls there is not held up by the other's writes.
+    from skillbase.api import SkillBase
+
+    url, home, sb = served
+    other_sb = SkillBase(Settings.from_env(env={}, home=home))
+    other_sb.warm_up()
+    port = free_port()
+    text = f"Splitting the {uuid.uuid4().hex[:8]} row over two programs kept it in registers"
+    found: dict[str, float] = {}
+    try:
+        with running(http_app(build_server(other_sb, warm=False), host="127.0.0.1", port=port, token=TOKEN), port):
+            async def main():
+                ha, writer = _client(url)
+                hb, reader = _client(f"http://127.0.0.1:{port}/mcp")
+                async with ha, writer as a, hb, reader as b:
+                    await b.call_tool("recall", {"query": "warm the second server", "k": 1})
+                    lock = FileLock(str(home / "index.lock"), thread_local=False)
+                    lock.acquire()  # indexing is stuck: only the cache file can carry the lesson across
+                    try:
+                        own = await b.call_tool("record_lesson", {"lesson": f"{text} (the other server's own)",
+                                                                  "task": "row_softmax"})
+                        written = await a.call_tool("record_lesson", {"lesson": text, "task": "row_softmax"})
+                        assert not written.is_error and not own.is_error
+                        exp_id, own_id = written.structured_content["id"], own.structured_content["id"]
+                        t0 = time.perf_counter()
+                        with anyio.fail_after(10):  # the code before waited here for the index lock
+                            while True:
+                                seen = _ids(await b.call_tool("recall", {"query": text, "k": 5}))
+                                assert own_id in seen, "the second server's client missed its own lesson"
+                                if exp_id in seen:
+                                    found["after_s"] = time.perf_counter() - t0
+                                    break
+                                assert time.perf_counter() - t0 < 1.0, "the lesson never reached the other server"
+                                await anyio.sleep(0.02)
+                        assert _index_lag(sb) > 0 and _index_lag(other_sb) > 0, "indexed despite the lock"
+                    finally:
+                        lock.release()
+
+            anyio.run(main)
+    finally:
+        other_sb.close()
+    assert found["after_s"] < 1.0
+
+
 def test_a_lesson_is_stored_while_every_search_thread_is_busy(fresh_home, monkeypatch):
     """Writes, key lookups and the other tools have threads of their own: with every search thread
     held by a slow recall, record_lesson, attempt_history and compile_kernel still answer at once
