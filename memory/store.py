@@ -127,6 +127,8 @@ class Store:
         self._mine: dict[tuple[str, str], None] = {}
         # Documents of other processes' pending lessons and attempts, read from the ledger once each.
         self._theirs: dict[tuple[str, str], IndexDoc] = {}
+        # Kept documents the follower has not embedded yet (it does so first thing in its next round).
+        self._unembedded: dict[tuple[str, str], IndexDoc] = {}
         self._writing = 0  # writes between keeping their documents and their commit (_pending)
         # The fresh tail's vectors by record, with the document each was computed for: every search
         # of a loaded server reads the same few fresh records, and looking each up in the embedder
@@ -214,11 +216,14 @@ class Store:
         # With ``defer`` (the follower's own rounds) a batch holding another
         # process's records not embedded yet is left to that process's writer
         # for now (``_leave_to_writers``): this process embeds only its own,
-        # all of its pending records first (not only the next batch's), so
-        # the other processes find them in the cache file.
+        # every record it wrote since the last round first (not only the next
+        # batch's), so the other processes find them in the cache file.
         applied, reset_done = 0, False
-        if defer and (own := self._known_docs()):
-            indexer.warm(self.embedder, list(own.values()))
+        if defer:
+            with self._klock:
+                own, self._unembedded = self._unembedded, {}
+            if own:
+                indexer.warm(self.embedder, list(own.values()))
         while True:
             seen = self.vectors.peek_seq()
             target = self.ledger.max_seq()
@@ -309,10 +314,13 @@ class Store:
             for d in docs:
                 self._known[d.collection, d.id] = d
                 self._mine[d.collection, d.id] = None
+                self._unembedded[d.collection, d.id] = d
             while len(self._known) > KNOWN_DOCS_MAX:
                 self._known.pop(next(iter(self._known)))
             while len(self._mine) > KNOWN_DOCS_MAX:
                 self._mine.pop(next(iter(self._mine)))
+            while len(self._unembedded) > KNOWN_DOCS_MAX:
+                self._unembedded.pop(next(iter(self._unembedded)))
             self._writing += 1
         try:
             yield
@@ -493,6 +501,7 @@ class Store:
             self._known.clear()
             self._tail_vecs.clear()
             self._theirs.clear()
+            self._unembedded.clear()
             if indexed is not None:  # every write of this process is in the index
                 self._mine.clear()
 
