@@ -8,6 +8,7 @@
     python benchmarks/mcp_load.py --clients 16 --profile /tmp/prof --profile-cpu --profile-clients  # and the clients
     python benchmarks/mcp_load.py --clients 16 --calls 150 --rate 48,96,144                # paced: latency at a given load
     python benchmarks/mcp_load.py --clients 16 --calls 150 --servers 2 --chroma server     # two server processes, one store
+    python benchmarks/mcp_load.py --clients 16 --calls 150 --workers 2 --chroma server     # the same on one port
 
 The server is the real one, started as a subprocess (``python -m skillbase serve --transport
 http`` with a bearer token, on a loopback port) over a seeded store (a fresh one, or a copy of
@@ -44,7 +45,9 @@ port (the scale-out docs/scale.md describes: several servers over one store, her
 in front): client process ``g`` talks to server ``g mod N``, the probe writes through the first server
 and polls through the last (a lesson crossing processes), and the server CPU is the sum over all N.
 ``--chroma server`` is the arrangement meant for it (one consistent index for every process); with the
-embedded index every process reopens its chroma client after another one wrote.
+embedded index every process reopens its chroma client after another one wrote. ``--workers N`` is the
+same store served by one ``skillbase serve --workers N`` on one port (N worker processes, each client
+connection handed to one of them by the kernel); the server CPU is the sum over its workers.
 """
 
 from __future__ import annotations
@@ -127,14 +130,14 @@ def start_chroma(path: Path) -> tuple[subprocess.Popen, str]:
     return proc, url
 
 
-def start_server(home: Path, port: int, chroma_url: str | None, log_path: Path) -> subprocess.Popen:
-    """`skillbase serve --transport http` with a token on 127.0.0.1:port."""
+def start_server(home: Path, port: int, chroma_url: str | None, log_path: Path, workers: int = 1) -> subprocess.Popen:
+    """`skillbase serve --transport http` with a token on 127.0.0.1:port (``workers`` processes)."""
     env = {**os.environ, "SKILLBASE_HOME": str(home), "SKILLBASE_TOKEN": TOKEN, "PYTHONPATH": str(ROOT),
            "SKILLBASE_DEVICE": "cpu"}
     if chroma_url:
         env["SKILLBASE_CHROMA_URL"] = chroma_url
     cmd = [sys.executable, "-m", "skillbase", "serve", "--transport", "http", "--port", str(port),
-           "--root", str(ROOT)]
+           "--root", str(ROOT), *(["--workers", str(workers)] if workers > 1 else [])]
     proc = subprocess.Popen(cmd, env=env, cwd=str(ROOT), stdout=open(log_path, "wb"), stderr=subprocess.STDOUT)
 
     def ready():
@@ -294,6 +297,15 @@ def client_group(url: str, clients: list[int], calls: int, mix: tuple[str, ...],
         return rows, time.process_time() - cpu0
 
     out.put(_run_loop(main(), loop))
+
+
+def worker_pids(pid: int) -> list[int]:
+    """The worker processes of `skillbase serve --workers N` (its children started by multiprocessing)."""
+    out = []
+    for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+        if b"spawn_main" in Path(f"/proc/{child}/cmdline").read_bytes():
+            out.append(int(child))
+    return out
 
 
 def cpu_seconds(pid: int) -> float:
@@ -499,7 +511,7 @@ def run_load(urls: list[str], home: Path, n_clients: int, calls: int, mix_name: 
     delays = [p["visible_after_s"] for p in probe if p.get("visible_after_s") is not None]
     return {
         "clients": n_clients, "calls_per_client": calls, "mix": list(mix), "client_processes": procs,
-        "server_processes": len(urls),
+        "server_processes": len(server_pids), "ports": len(urls),
         "offered_calls_per_s": rate,
         "client_event_loop": loop, "load_average_before": [round(x, 2) for x in load_before],
         "load_average_after": [round(x, 2) for x in os.getloadavg()],
@@ -552,10 +564,14 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--servers", type=int, default=1,
                     help="server processes over the one store, each on its own port (default 1); the client "
                          "processes are spread over them")
+    ap.add_argument("--workers", type=int, default=1,
+                    help="`skillbase serve --workers N`: N processes on one port (needs --chroma server)")
     ap.add_argument("--out", type=Path, help="write the JSON here (default: print the summary only)")
     args = ap.parse_args(argv)
     if args.servers < 1:
         ap.error("--servers takes 1 or more")
+    if args.workers > 1 and (args.servers > 1 or args.chroma != "server"):
+        ap.error("--workers N (one port) takes --chroma server and one --servers")
     if args.servers > args.procs:
         ap.error(f"--servers {args.servers} needs at least as many client processes (--procs {args.procs})")
     rates: list[float | None] = [float(x) for x in args.rate.split(",")] if args.rate else [None]
@@ -579,7 +595,7 @@ def main(argv: list[str] | None = None) -> dict:
         servers, urls = [], []
         for i in range(args.servers):
             port = _free_port()
-            servers.append(start_server(home, port, chroma_url, tmp / f"server{i or ''}.log"))
+            servers.append(start_server(home, port, chroma_url, tmp / f"server{i or ''}.log", args.workers))
             urls.append(f"http://127.0.0.1:{port}/mcp")
         runs = []
         load_before = os.getloadavg()
@@ -596,8 +612,9 @@ def main(argv: list[str] | None = None) -> dict:
             try:
                 for n in [int(x) for x in args.clients.split(",")]:
                     for rate in rates:
+                        pids = worker_pids(servers[0].pid) if args.workers > 1 else [p.pid for p in servers]
                         r = run_load(urls, home, n, args.calls, args.mix, args.procs, args.probes,
-                                     [p.pid for p in servers], loop,
+                                     pids, loop,
                                      args.profile if args.profile and args.profile_clients else None,
                                      args.profile_cpu, rate, chroma.pid if chroma is not None else None)
                         runs.append(r)
@@ -613,7 +630,7 @@ def main(argv: list[str] | None = None) -> dict:
                 stop(server)
         result = {
             "benchmark": "mcp_load", "transport": "streamable HTTP with a bearer token", "chroma": args.chroma,
-            "server_processes": args.servers,
+            "server_processes": args.servers, "workers": args.workers,
             "store": str(args.home) if args.home else "fresh, seeded by skillbase init",
             "method": f"real `skillbase serve --transport http` subprocess (x{args.servers}, one store, client "
                       "process g on server g mod N); N MCP SDK Client sessions over "

@@ -110,15 +110,18 @@ def guard_app(app: ASGIApp, *, host: str, port: int, token: str | None, allowed_
 
 
 def http_app(server: MCPServer, *, host: str, port: int, token: str | None,
-             allowed_hosts: list[str] = (), path: str = "/mcp", ui: ASGIApp | None = None) -> ASGIApp:
+             allowed_hosts: list[str] = (), path: str = "/mcp", ui: ASGIApp | None = None,
+             stateless: bool = False) -> ASGIApp:
     """The ASGI app serving ``server`` at ``path`` (and ``ui``, the curation UI, under ``/ui``).
 
     Refuses (ConfigError) to serve a non-loopback address without a token. With a
-    token, every request must carry it, on loopback too.
+    token, every request must carry it, on loopback too. ``stateless``: the MCP SDK's
+    stateless HTTP mode (no session is kept between requests: any process may answer any).
     """
     refuse_open_address(host, token)
     settings = security_settings(host, port, list(allowed_hosts))
-    app = server.streamable_http_app(streamable_http_path=path, host=host, transport_security=settings)
+    app = server.streamable_http_app(streamable_http_path=path, host=host, transport_security=settings,
+                                     stateless_http=stateless)
     if ui is not None:
         app = PathDispatch(app, "/ui", HostOriginGuard(ui, settings))
     return BearerAuth(app, token) if token else app

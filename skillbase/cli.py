@@ -209,6 +209,9 @@ def serve(ctx: typer.Context,
           ray: Annotated[Optional[str], typer.Option(
               "--ray", metavar="ADDRESS", help="Evaluate on this Ray cluster, one actor per GPU (host:6379 or "
                                                "'auto'; needs skillbase[ray]).")] = None,
+          workers: Annotated[int, typer.Option(
+              help="HTTP: server processes on the one port (more than 1 needs SKILLBASE_CHROMA_URL, a chroma "
+                   "server as the shared index).")] = 1,
           ) -> None:
     """Run the MCP server (stdio by default; streamable HTTP with --transport http)."""
     from skillbase.mcp_server import serve as serve_mcp
@@ -223,11 +226,12 @@ def serve(ctx: typer.Context,
             require_ray()
         settings = Settings.from_env(**({"home": ctx.obj.home.expanduser()} if ctx.obj.home else {}),
                                      **({"ray_address": ray} if ray else {}))
-        if transport == "http":
+        if transport == "http" and (workers == 1 or settings.chroma_url):
             err.print(f"serving MCP on http://{host}:{port}/mcp and the curation UI on http://{host}:{port}/ui/"
+                      + (f" from {workers} processes" if workers > 1 else "")
                       + (" (bearer token required)" if settings.http_token else ""))
         serve_mcp(transport, host=host, port=port, allowed_hosts=allow_host or [], workspace=root,
-                  settings=settings)
+                  settings=settings, workers=workers)
     except SkillbaseError as e:
         _fail(e)
 

@@ -24,6 +24,7 @@ NO_ATTEMPT = "att_000000000000_00000000"
 def cli(module_home, monkeypatch):
     """cli(*args) -> the result of ``skillbase --home <a seeded copy> *args``."""
     monkeypatch.delenv("SKILLBASE_TOKEN", raising=False)
+    monkeypatch.delenv("SKILLBASE_CHROMA_URL", raising=False)
     runner = CliRunner()
 
     def invoke(*args: str, home: Path = module_home):
@@ -64,6 +65,9 @@ def test_memory_stats_and_tools_json(cli):
     (("skills", "edit", "coalesced-memory-access", "--reason", "r"), 2, "nothing to change"),
     (("serve", "--transport", "carrier-pigeon"), 2, "unknown transport"),
     (("serve", "--transport", "http", "--host", "0.0.0.0"), 7, "without a token"),
+    (("serve", "--workers", "2"), 2, "needs the HTTP transport"),
+    (("serve", "--transport", "http", "--workers", "2"), 7, "need a chroma server"),
+    (("serve", "--transport", "http", "--workers", "0"), 2, "1 or more"),
 ])
 def test_bad_input_exits_with_the_error_code_and_a_red_line(cli, args, code, words):
     result = cli(*args)

@@ -1,0 +1,181 @@
+"""`skillbase serve --transport http --workers N`: several server processes on one port over one store
+(issue 21). A real `skillbase serve` subprocess, a real chroma server, real SDK clients."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp.client.client import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from .conftest import server_env
+from .servers import free_port
+
+TOKEN = "workers-token-0123456789abcdef"
+
+
+def _client(url: str):
+    http = create_mcp_http_client(headers={"authorization": f"Bearer {TOKEN}"})
+    return http, Client(streamable_http_client(url, http_client=http))
+
+
+def _worker_pids(pid: int) -> list[int]:
+    """uvicorn's worker processes: the server's children running the multiprocessing spawn entry."""
+    out = []
+    for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+        cmd = Path(f"/proc/{child}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        if "spawn_main" in cmd:
+            out.append(int(child))
+    return out
+
+
+def _connections(pids: list[int], port: int) -> dict[int, int]:
+    """Established TCP connections to ``port`` held by each process (Linux /proc)."""
+    inodes = {}
+    for pid in pids:
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            try:
+                target = fd.readlink().name
+            except OSError:
+                continue
+            if target.startswith("socket:["):
+                inodes[target[8:-1]] = pid
+    held = dict.fromkeys(pids, 0)
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            f = line.split()
+            if int(f[1].rsplit(":", 1)[1], 16) == port and f[3] == "01" and f[9] in inodes:  # 01: ESTABLISHED
+                held[inodes[f[9]]] += 1
+    return held
+
+
+@pytest.fixture
+def workers_server(fresh_home, chroma_server):
+    """(url, home, process) of `skillbase serve --transport http --workers 2` over a copy of the seeded store."""
+    port = free_port()
+    env = server_env(fresh_home, SKILLBASE_CHROMA_URL=chroma_server, SKILLBASE_TOKEN=TOKEN, SKILLBASE_DEVICE="cpu")
+    log = fresh_home.parent / "serve.log"
+    proc = subprocess.Popen([sys.executable, "-m", "skillbase", "serve", "--transport", "http", "--port", str(port),
+                             "--workers", "2"], env=env, stdout=open(log, "wb"), stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                break
+        except OSError:
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.2)
+    try:
+        yield f"http://127.0.0.1:{port}/mcp", fresh_home, proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
+
+
+def test_two_worker_processes_serve_one_store_on_one_port(workers_server):
+    url, home, proc = workers_server
+    deadline = time.monotonic() + 30
+    while len(_worker_pids(proc.pid)) < 2:
+        assert time.monotonic() < deadline, "two worker processes never started"
+        time.sleep(0.1)
+    workers = _worker_pids(proc.pid)
+    session = f"workers-{uuid.uuid4().hex[:8]}"
+    texts = [f"Lesson {i} ({uuid.uuid4().hex[:10]}): {topic}" for i, topic in enumerate(
+        ["stage the bias in shared memory", "unroll the K loop twice", "split wide rows over two programs",
+         "vectorize the loads four floats at a time", "fuse the scale into the epilogue",
+         "swizzle the program ids for L2 reuse", "keep the accumulator in fp32", "pad rows to a multiple of 16"])]
+    ids: dict[int, str] = {}
+    own_at_once: list[bool] = []
+    found_after: list[float] = []
+
+    warmed, hold = [], anyio.Event()
+
+    async def warm(c: int):
+        http, client = _client(url)
+        async with http, client as mcp:
+            for _ in range(3):
+                assert not (await mcp.call_tool("recall", {"query": "warm up", "k": 1})).is_error
+            warmed.append(c)
+            await hold.wait()  # keeps its connection open while they are counted
+
+    async def write_then_read(c: int, written: anyio.Event, all_written):
+        http, client = _client(url)
+        async with http, client as mcp:
+            res = await mcp.call_tool("record_lesson", {"lesson": texts[c], "task": "row_softmax", "session": session})
+            assert not res.is_error, res.content[0].text
+            ids[c] = res.structured_content["id"]
+            seen = await mcp.call_tool("recall", {"query": texts[c], "k": 5})  # its own, on its connection
+            own_at_once.append(ids[c] in {i.get("id") for i in seen.structured_content["items"]})
+            all_written(c)
+            await written.wait()
+            other = (c + 1) % len(texts)  # another client's lesson, maybe written on the other worker
+            t0 = time.perf_counter()
+            while True:
+                seen = await mcp.call_tool("recall", {"query": texts[other], "k": 5})
+                if ids[other] in {i.get("id") for i in seen.structured_content["items"]}:
+                    found_after.append(time.perf_counter() - t0)
+                    return
+                assert time.perf_counter() - t0 < 1.0, "another client's lesson did not reach this client in 1 s"
+                await anyio.sleep(0.02)
+
+    async def main():
+        async with anyio.create_task_group() as tg:
+            for c in range(16):
+                tg.start_soon(warm, c)
+            with anyio.fail_after(60):
+                while len(warmed) < 16:
+                    await anyio.sleep(0.05)
+            held = _connections(workers, int(url.rsplit(":", 1)[1].split("/")[0]))
+            hold.set()
+        written, done = anyio.Event(), set()
+
+        def all_written(c: int):
+            done.add(c)
+            if len(done) == len(texts):
+                written.set()
+
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as tg:
+                for c in range(len(texts)):
+                    tg.start_soon(write_then_read, c, written, all_written)
+        return held
+
+    held = anyio.run(main)
+    assert sum(held.values()) >= 16 and all(held.values()), f"connections by worker: {held}"
+    assert all(own_at_once), "a client's own lesson was missing from its next recall"
+    assert len(found_after) == len(texts)
+    proc.send_signal(signal.SIGTERM)  # stops the workers, each closing its store
+    assert proc.wait(60) == 0
+    with sqlite3.connect(home / "ledger.sqlite3") as db:
+        stored = {r[0] for r in db.execute("SELECT id FROM experiences")}
+    assert set(ids.values()) <= stored and len(ids) == len(texts)
+
+
+def test_workers_refuse_a_port_another_server_listens_on(tmp_path, monkeypatch):
+    # Every worker's socket shares the port (SO_REUSEPORT), and so could another server's of this user:
+    # its clients would then land on either store. A port something already listens on is refused.
+    from typer.testing import CliRunner
+
+    from skillbase.cli import app
+
+    monkeypatch.delenv("SKILLBASE_TOKEN", raising=False)
+    monkeypatch.setenv("SKILLBASE_CHROMA_URL", "http://127.0.0.1:9")  # never reached: refused before
+    with socket.socket() as taken:
+        taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        result = CliRunner().invoke(app, ["--home", str(tmp_path / "home"), "serve", "--transport", "http",
+                                          "--port", str(port), "--workers", "2"], catch_exceptions=False)
+    assert result.exit_code == 7 and "already listens" in result.stderr, result.stderr
