@@ -73,7 +73,8 @@ def serve_workers(transport: str, workers: int, *, host: str, port: int, allowed
     ctx = multiprocessing.get_context("spawn")
 
     def start(i: int):
-        p = ctx.Process(target=_worker_main, args=(host, port), name=f"skillbase-worker-{i}", daemon=False)
+        p = ctx.Process(target=_worker_main, args=(host, port, os.getpid()), name=f"skillbase-worker-{i}",
+                        daemon=False)
         p.start()
         return p, time.monotonic()
 
@@ -137,9 +138,14 @@ def _listener(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _worker_main(host: str, port: int) -> None:
+def _worker_main(host: str, port: int, parent: int) -> None:
     """One worker process: its own socket on the port, its own SkillBase (``worker_app``), until SIGTERM."""
     import uvicorn
+
+    # Out of the terminal's process group: Ctrl-C reaches the parent alone, which stops each worker
+    # with one SIGTERM (a second signal makes uvicorn skip its shutdown, and the store's close with it).
+    os.setpgrp()
+    _stop_with(parent)
 
     config = uvicorn.Config("skillbase.mcp_server.workers:worker_app", factory=True, host=host, port=port,
                             log_level="warning", lifespan="on", backlog=BACKLOG)
@@ -167,6 +173,18 @@ def worker_app() -> ASGIApp:
         sb.close()
         raise
     return CloseOnShutdown(app, sb.close)
+
+
+def _stop_with(parent: int) -> None:
+    """SIGTERM this process when ``parent`` dies (Linux), so no worker outlives its server."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the parent stops its workers itself
+        return
+    if os.getppid() != parent:  # it died before the line above
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 class CloseOnShutdown:

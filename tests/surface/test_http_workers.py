@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import sqlite3
@@ -66,7 +67,8 @@ def workers_server(fresh_home, chroma_server):
     env = server_env(fresh_home, SKILLBASE_CHROMA_URL=chroma_server, SKILLBASE_TOKEN=TOKEN, SKILLBASE_DEVICE="cpu")
     log = fresh_home.parent / "serve.log"
     proc = subprocess.Popen([sys.executable, "-m", "skillbase", "serve", "--transport", "http", "--port", str(port),
-                             "--workers", "2"], env=env, stdout=open(log, "wb"), stderr=subprocess.STDOUT)
+                             "--workers", "2"], env=env, stdout=open(log, "wb"), stderr=subprocess.STDOUT,
+                            start_new_session=True)  # its own process group, as in a terminal
     deadline = time.monotonic() + 120
     while True:
         try:
@@ -155,8 +157,11 @@ def test_two_worker_processes_serve_one_store_on_one_port(workers_server):
     assert sum(held.values()) >= 16 and all(held.values()), f"connections by worker: {held}"
     assert all(own_at_once), "a client's own lesson was missing from its next recall"
     assert len(found_after) == len(texts)
-    proc.send_signal(signal.SIGTERM)  # stops the workers, each closing its store
+    os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C in its terminal: the parent stops each worker once
     assert proc.wait(60) == 0
+    for w in workers:
+        with pytest.raises(ProcessLookupError):
+            os.kill(w, 0)
     with sqlite3.connect(home / "ledger.sqlite3") as db:
         stored = {r[0] for r in db.execute("SELECT id FROM experiences")}
     assert set(ids.values()) <= stored and len(ids) == len(texts)
