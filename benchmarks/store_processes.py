@@ -51,7 +51,7 @@ def _settings(home: str, url: str | None):
     return Settings.from_env(env={}, home=Path(home), chroma_url=url)
 
 
-def one_process(home: str, url: str | None, wid: int, lessons: int, barrier, out, killed: bool = False) -> None:
+def one_process(home: str, url: str | None, wid: int, lessons: int, barrier, out, one_killed: bool = False) -> None:
     from skillbase.memory.store import Store
     from skillbase.models import Experience
 
@@ -80,7 +80,7 @@ def one_process(home: str, url: str | None, wid: int, lessons: int, barrier, out
             t.start()
         for t in threads:
             t.join()
-        if killed:  # another process was killed mid-write: only the followers index from here on
+        if one_killed:  # another process was killed mid-write: only the followers index from here on
             deadline = time.perf_counter() + 60
             while store.stats().index_lag:
                 if time.perf_counter() > deadline:

@@ -226,7 +226,7 @@ def serve(ctx: typer.Context,
             require_ray()
         settings = Settings.from_env(**({"home": ctx.obj.home.expanduser()} if ctx.obj.home else {}),
                                      **({"ray_address": ray} if ray else {}))
-        if transport == "http" and (workers == 1 or settings.chroma_url):
+        if transport == "http":
             err.print(f"serving MCP on http://{host}:{port}/mcp and the curation UI on http://{host}:{port}/ui/"
                       + (f" from {workers} processes" if workers > 1 else "")
                       + (" (bearer token required)" if settings.http_token else ""))

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -22,6 +21,7 @@ import httpx
 import pytest
 
 from .conftest import ROOT, server_env
+from .servers import free_port
 
 TOKEN = "browser-test-token-0123456789"
 CHROMIUM = os.environ.get("SKILLBASE_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
@@ -31,16 +31,10 @@ pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no Chromium binary (ap
                                                           "or set SKILLBASE_CHROMIUM)")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def ui_url(ui_home):
     """`skillbase ui` on a loopback port, with a token, over the shared store."""
-    port = _free_port()
+    port = free_port()
     env = server_env(ui_home, SKILLBASE_TOKEN=TOKEN)
     proc = subprocess.Popen([sys.executable, "-m", "skillbase.console", "ui", "--port", str(port)], env=env,
                             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
