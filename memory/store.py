@@ -166,7 +166,7 @@ class Store:
             if embedder is not None and embedder.name != wanted:
                 raise ConfigError(f"the embedder given runs {embedder.name!r}, but the settings ask for {wanted!r}")
             emb = (embedder or Embedder(settings.embedding_model, backend=settings.embedding_backend,
-                                        precision=settings.embedding_precision))
+                                        precision=settings.embedding_precision, threads=settings.embedding_threads))
             emb = emb.for_cache(settings.cache_dir / "embeddings.sqlite3")
             vectors = VectorIndex(settings, store_id=ledger.store_id, model=emb.name)
         except BaseException:

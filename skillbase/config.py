@@ -33,6 +33,9 @@ class Settings(BaseModel):
         "int8", description="the embedding model's precision (SKILLBASE_EMBEDDING_PRECISION): int8, ONNX Runtime's "
                             "quantized model where ONNX Runtime runs the model (about 2.4x less CPU a text), "
                             "or fp32, the float model; a store's vectors are indexed again when it changes")
+    embedding_threads: int | None = Field(
+        None, ge=1, description="threads that run the embedding model in one process (SKILLBASE_EMBEDDING_THREADS; "
+                                "default half the cores, 1 to 4; `serve --workers N` divides them among its workers)")
     device: Literal["auto", "cuda", "cpu"] = Field("auto", description="SKILLBASE_DEVICE")
     max_source_bytes: int = Field(256_000, description="largest task or solution source accepted")
     compile_timeout_s: float = Field(180.0, description="wall-clock limit for one compile")
@@ -63,6 +66,7 @@ class Settings(BaseModel):
             ("device", "SKILLBASE_DEVICE", str),
             ("embedding_backend", "SKILLBASE_EMBEDDING_BACKEND", str),
             ("embedding_precision", "SKILLBASE_EMBEDDING_PRECISION", str),
+            ("embedding_threads", "SKILLBASE_EMBEDDING_THREADS", int),
             ("max_source_bytes", "SKILLBASE_MAX_SOURCE_BYTES", int),
             ("compile_timeout_s", "SKILLBASE_COMPILE_TIMEOUT_S", float),
             ("eval_timeout_s", "SKILLBASE_EVAL_TIMEOUT_S", float),

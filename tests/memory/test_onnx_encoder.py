@@ -164,3 +164,33 @@ def test_an_int8_model_that_cannot_run_is_an_error_not_a_fallback(tmp_path, mode
         with pytest.raises(StoreError, match="quantizer exploded") as err:
             e.embed(["no torch behind the int8 name"])
         assert "SKILLBASE_EMBEDDING_PRECISION=fp32" in err.value.hint
+
+
+def test_the_runtime_threads_sleep_between_calls_and_their_count_is_a_setting(model_cache, tmp_path):
+    from skillbase.config import Settings
+    from skillbase.memory.onnx_encoder import OnnxEncoder
+
+    e = Embedder(threads=2)
+    want = e.embed(["spin"])[0]
+    enc = e._m.encoder
+    options = enc.session.get_session_options()
+    # Left to spin, two threads of a one-text call held 1.7 cores at 0.98 of one asleep (2 cores here; 4 threads
+    # on a 16-core host: 3.7 cores against 1.4, docs/benchmarks.md): asleep by default.
+    assert options.intra_op_num_threads == 2
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    spinning = OnnxEncoder(enc.path, default_model_path(), 2, one_at_a_time=True, spin=True)
+    with pytest.raises(RuntimeError, match="does not have configuration"):  # ONNX Runtime's default: spinning
+        spinning.session.get_session_options().get_session_config_entry("session.intra_op.allow_spinning")
+    assert np.array_equal(spinning.encode(["spin"])[0], want)  # the same vectors either way
+    assert Settings.from_env(env={}).embedding_threads is None
+    assert Settings.from_env(env={"SKILLBASE_EMBEDDING_THREADS": "3"}).embedding_threads == 3
+    with pytest.raises(ConfigError):
+        Settings.from_env(env={"SKILLBASE_EMBEDDING_THREADS": "0"})
+    from skillbase.memory.store import Store
+
+    store = Store.open(Settings.from_env(env={"SKILLBASE_HOME": str(tmp_path / "home"),
+                                              "SKILLBASE_EMBEDDING_THREADS": "3"}))
+    try:
+        assert store.embedder._m.threads == 3
+    finally:
+        store.close()
