@@ -9,7 +9,7 @@
 #   PARTS="bench" TASKS="relu row_softmax" bash benchmarks/gpu_suite.sh
 #
 # PARTS: any of env tests bench launch cuda_build diag tune campaign suite_kb suite_pair suite_scale kb_agree kb_adv ray_smoke
-# ray_scale profile (default: env tests bench). launch: launch-bound timing. cuda_build: a CUDA C++ candidate cold, then in
+# ray_scale profile mcp_load embed_threads (default: env tests bench). launch: launch-bound timing. cuda_build: a CUDA C++ candidate cold, then in
 # a second process (cuda_build.json). tune: the memory-bound sweep. DIAG: specs for diag. TASKS: built-in task names
 # (default: all). NCU: TASK/SOLUTION specs to compare with Nsight Compute. DB_WARMUP: do_bench's warm-up in ms
 # for bench's comparison (default 25, do_bench's own).
@@ -52,7 +52,7 @@ mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 TRITON_DEFAULT_FP_FUSION=1
 if ! $PY -c "import pydantic" 2>/dev/null && ls .whl/*.whl >/dev/null 2>&1; then
   $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH} PATH=/tmp/site/bin:$PATH  # chroma's CLI too
 fi
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 # Baselines, peaks and compiled kernels are cached in this store between calls.
@@ -187,6 +187,49 @@ PYEOF
       $PY benchmarks/profile_bench.py run --out "$OUT" --home "$SKILLBASE_HOME" --time-limit "${PROFILE_LIMIT:-390}" \
         ${PROFILE_PREVIOUS:+--previous "$PROFILE_PREVIOUS"} \
         2>&1 | tee "$OUT/profile.log" | tail -50
+      [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
+    mcp_load)
+      # Issue 21 on this host's many cores (no GPU used): the load benchmark, 16 clients x 150 calls, against
+      # one server and `serve --workers N`, then 64 clients. The embedding model travels in two calls before
+      # this one (`python benchmarks/carry_model.py pack` here: .carry/model1, then .carry/model2; ignored
+      # folders stay while the machine is warm), the server's wheels in .whl with this call. LOAD_RUNS:
+      # "N" one server, "wN" N workers on a chroma server, "cN" N clients (x 30 calls) on LOAD_WIDE workers.
+      # MODEL_SRC: where the model parts are (default .carry; a call can copy them to /tmp to be sure).
+      if [ -z "${SKILLBASE_EMBEDDING_MODEL-}" ]; then
+        $PY benchmarks/carry_model.py unpack --src "${MODEL_SRC:-.carry}" --dest /tmp/skillbase-model > "$OUT/carry_model.json" \
+          || { status=2; continue; }
+        export SKILLBASE_EMBEDDING_MODEL=/tmp/skillbase-model/model SKILLBASE_MODEL_CACHE=/tmp/skillbase-model/cache
+      fi
+      nproc > "$OUT/mcp_load_cores.txt"; lscpu 2>/dev/null | grep -E "Model name|^CPU\(s\)|MHz" >> "$OUT/mcp_load_cores.txt"
+      # A spec's suffixes: @tN runs the embedding model on N threads (SKILLBASE_EMBEDDING_THREADS); @spin lets
+      # ONNX Runtime's threads spin as they did before 2026-11-29 (a sitecustomize that flips the default).
+      mkdir -p /tmp/spin "$OUT/load"
+      printf '%s\n' "from skillbase.memory import onnx_encoder as _e" \
+        "_e.OnnxEncoder.__init__.__defaults__ = (False, True)  # one_at_a_time, spin" > /tmp/spin/sitecustomize.py
+      for spec in ${LOAD_RUNS:-1 w2 w4 w8 c64}; do
+        base=${spec%%@*}; envs=()
+        case $spec in *@t*) t=${spec#*@t}; envs+=("SKILLBASE_EMBEDDING_THREADS=${t%%@*}") ;; esac
+        case $spec in *@spin*) envs+=("PYTHONPATH=/tmp/spin:$PYTHONPATH") ;; esac
+        case $base in
+          w*) args=(--clients 16 --calls 150 --chroma server --workers "${base#w}") ;;
+          c*) args=(--clients "${base#c}" --calls 30 --chroma server --workers "${LOAD_WIDE:-4}") ;;
+          *) args=(--clients 16 --calls 150 --servers "$base") ;;
+        esac
+        name=${spec//@/_}
+        echo "== $spec ${envs[*]}"
+        env "${envs[@]}" timeout "${LOAD_LIMIT:-150}" $PY benchmarks/mcp_load.py "${args[@]}" --procs "${LOAD_PROCS:-16}" \
+          --out "$OUT/load/mcp_load_$name.json" 2>&1 | tee "$OUT/load/mcp_load_$name.log" | grep -v "^\s*$" | tail -12
+        [ "${PIPESTATUS[0]}" = 0 ] || status=1
+      done
+      tar czf "$OUT/mcp_load.tgz" -C "$OUT/load" . && rm -rf "$OUT/load" ;;
+    embed_threads)
+      # The int8 model's threads, spinning or not (issue 21 on many cores); the model as for mcp_load.
+      if [ -z "${SKILLBASE_EMBEDDING_MODEL-}" ]; then
+        $PY benchmarks/carry_model.py unpack --src "${MODEL_SRC:-.carry}" --dest /tmp/skillbase-model > /dev/null \
+          || { status=2; continue; }
+        export SKILLBASE_EMBEDDING_MODEL=/tmp/skillbase-model/model SKILLBASE_MODEL_CACHE=/tmp/skillbase-model/cache
+      fi
+      $PY benchmarks/embed_threads.py --threads "${EMBED_THREADS:-1,2,4}" --out "$OUT/embed_threads.json" 2>&1 | tail -14
       [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
     *) echo "unknown part: $part" >&2; status=2 ;;
   esac

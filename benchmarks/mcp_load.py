@@ -105,11 +105,17 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def python_path() -> str:
+    """This checkout first, then whatever the caller's PYTHONPATH holds (wheels unpacked to a folder
+    on a machine without a package index: benchmarks/gpu_suite.sh)."""
+    return os.pathsep.join([str(ROOT), *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]])
+
+
 def seed_home(home: Path, source: Path | None, chroma_url: str | None) -> None:
     """A store to load: a copy of ``source`` (never written), or a fresh one seeded by ``skillbase init``."""
     if source is not None:
         shutil.copytree(source, home, ignore=shutil.ignore_patterns("*.lock"))
-    env = {**os.environ, "SKILLBASE_HOME": str(home), "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "SKILLBASE_HOME": str(home), "PYTHONPATH": python_path()}
     if chroma_url:
         env["SKILLBASE_CHROMA_URL"] = chroma_url
     if source is None or chroma_url:
@@ -132,7 +138,7 @@ def start_chroma(path: Path) -> tuple[subprocess.Popen, str]:
 
 def start_server(home: Path, port: int, chroma_url: str | None, log_path: Path, workers: int = 1) -> subprocess.Popen:
     """`skillbase serve --transport http` with a token on 127.0.0.1:port (``workers`` processes)."""
-    env = {**os.environ, "SKILLBASE_HOME": str(home), "SKILLBASE_TOKEN": TOKEN, "PYTHONPATH": str(ROOT),
+    env = {**os.environ, "SKILLBASE_HOME": str(home), "SKILLBASE_TOKEN": TOKEN, "PYTHONPATH": python_path(),
            "SKILLBASE_DEVICE": "cpu"}
     if chroma_url:
         env["SKILLBASE_CHROMA_URL"] = chroma_url
@@ -249,12 +255,13 @@ async def _client(url: str, client: int, calls: int, mix: tuple[str, ...], label
                 ms = (time.perf_counter() - start) * 1e3
                 data = res.structured_content or {}
                 err = res.content[0].text[:300] if res.is_error else None
-                rows.append({"tool": tool, "ms": ms, "end": time.time(), "error": err,
+                rows.append({"tool": tool, "ms": ms, "end": time.time(), "error": err, "client": client,
                              "work_ms": (res.meta or {}).get(WORK_MS_KEY),
                              "id": data.get("id") or data.get("attempt_id")})
             except Exception as e:  # a dropped connection counts as an unanswered call
                 rows.append({"tool": tool, "ms": (time.perf_counter() - start) * 1e3, "end": time.time(),
-                             "error": f"{type(e).__name__}: {e}"[:300], "work_ms": None, "id": None})
+                             "error": f"{type(e).__name__}: {e}"[:300], "work_ms": None, "id": None,
+                             "client": client})
     return rows
 
 
@@ -478,7 +485,8 @@ def run_load(urls: list[str], home: Path, n_clients: int, calls: int, mix_name: 
         return rows, cpu, await probe
 
     rows, client_cpu, probe = asyncio.run(probe_and_collect())
-    server_cpu = sum(cpu_seconds(pid) - server_cpu0[pid] for pid in server_pids)
+    server_cpu_each = [cpu_seconds(pid) - server_cpu0[pid] for pid in server_pids]
+    server_cpu = sum(server_cpu_each)
     chroma_cpu = cpu_seconds(chroma_pid) - chroma_cpu0 if chroma_pid else None
     machine_busy = _busy_share(machine0, _cpu_times())
     n_answered = len([r for r in rows if r["error"] is None])
@@ -509,6 +517,13 @@ def run_load(urls: list[str], home: Path, n_clients: int, calls: int, mix_name: 
                        "errors": len(mine) - len(ok),
                        "first_errors": sorted({r["error"] for r in mine if r["error"]})[:3]}
     delays = [p["visible_after_s"] for p in probe if p.get("visible_after_s") is not None]
+    # How evenly the load fell: each server process's cores, and each client's median recall (with
+    # several processes on one port the kernel hashes each connection to one of them).
+    by_client: dict[int, list[float]] = {}
+    for r in answered:
+        if r["tool"] == "recall":
+            by_client.setdefault(r["client"], []).append(r["ms"])
+    client_p50 = sorted(statistics.median(v) for v in by_client.values())
     return {
         "clients": n_clients, "calls_per_client": calls, "mix": list(mix), "client_processes": procs,
         "server_processes": len(server_pids), "ports": len(urls),
@@ -529,6 +544,8 @@ def run_load(urls: list[str], home: Path, n_clients: int, calls: int, mix_name: 
         # the cores were not what the calls waited for.
         "machine_busy_share": machine_busy,
         "server_cpu_ms_per_call_by_thread": by_role,
+        "server_cores_by_process": sorted((round(c / wall, 2) for c in server_cpu_each), reverse=True),
+        "recall_p50_ms_by_client": [round(x, 1) for x in client_p50],
         "tools": tools,
         "records": {"lessons_written": len(written_lessons), "lessons_found": len(stored["lesson_ids"]),
                     "lessons_lost": len(written_lessons - stored["lesson_ids"]),
@@ -734,6 +751,10 @@ def _print(r: dict) -> None:
     print(f"  lessons written {rec['lessons_written']}, found {rec['lessons_found']}, lost {rec['lessons_lost']}, "
           f"duplicated {rec['duplicate_lessons']}; attempts written {rec['attempts_written']}, found "
           f"{rec['attempts_found']}; visibility max {vis['max_s']} s over {len(vis['probes'])} probes")
+    by_client = r.get("recall_p50_ms_by_client") or []
+    if servers > 1 and by_client:
+        print(f"  balance: server processes' cores {r['server_cores_by_process']}; clients' recall p50 "
+              f"{by_client[0]:.0f}-{by_client[-1]:.0f} ms")
 
 
 if __name__ == "__main__":
