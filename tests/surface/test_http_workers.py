@@ -222,7 +222,6 @@ def test_workers_refuse_a_port_another_server_listens_on(tmp_path, monkeypatch):
     monkeypatch.delenv("SKILLBASE_TOKEN", raising=False)
     monkeypatch.setenv("SKILLBASE_CHROMA_URL", "http://127.0.0.1:9")  # never reached: refused before
     with socket.socket() as taken:
-        taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         taken.bind(("127.0.0.1", 0))
         taken.listen(1)
         port = taken.getsockname()[1]
