@@ -2,9 +2,10 @@
 
 The parent listens on the port and every worker accepts from that one socket, each taking a new
 connection only while it holds no more open connections than the least loaded live worker
-(``BalancedServer``): 16 clients connecting at once land 4, 4, 4, 4 on four workers. Two other ways
-were measured and left: one socket with every worker accepting freely (uvicorn's own ``--workers``)
-let the first worker to wake take all 16 connections of a burst; a socket of its own per worker
+(``BalancedServer``): 16 clients connecting at once spread evenly (four workers on a 16-core host
+held 0.76-0.84 cores each under them). Two other ways were measured and left: one socket with every
+worker accepting freely (uvicorn's own ``--workers``) let the first worker to wake take all 16
+connections of a burst; a socket of its own per worker
 (SO_REUSEPORT) hands each connection to the worker its address hashes to: on a 16-core host four
 workers held 1.15, 1.12, 0.53 and 0.21 cores under 16 clients, and eight left one worker with none
 (docs/benchmarks.md, issue 21's eleventh round). The parent starts a new worker when one dies after
@@ -56,7 +57,7 @@ STARTUP_S = 120.0  # a worker that exits sooner than this after its start is not
 STOP_S = 60.0  # how long stopping workers may take to finish their requests before they are killed
 BEAT_S = 0.1  # a worker tells the others its open connections this often (and after each accept)
 ALIVE_S = 1.0  # a worker silent this long (dead, or starting again) is left out of the comparison
-WAIT_S = 0.002  # a worker ahead of the least loaded one looks again after this pause
+WAIT_S = 0.01  # a worker ahead of the least loaded one looks again after this pause (the others accept meanwhile)
 BOOT_S = 30.0  # after the first start, a worker not up yet counts as holding no connection for this long
 
 log = logging.getLogger("skillbase.serve")
