@@ -197,12 +197,10 @@ def test_two_worker_processes_serve_one_store_on_one_port(workers_server, chroma
         return held
 
     held = anyio.run(main)
-    if lost_by_chroma:
-        pytest.xfail(lost_by_chroma[0])
     # Spread evenly: a worker takes a connection only while no live worker holds fewer.
     assert sum(held.values()) >= 16 and max(held.values()) - min(held.values()) <= 2, f"connections by worker: {held}"
     assert all(own_at_once), "a client's own lesson was missing from its next recall"
-    assert len(found_after) == len(texts)
+    assert len(found_after) + len(lost_by_chroma) == len(texts)
     os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C in its terminal: the parent stops each worker once
     assert proc.wait(60) == 0
     for w in workers:
@@ -211,6 +209,8 @@ def test_two_worker_processes_serve_one_store_on_one_port(workers_server, chroma
     with sqlite3.connect(home / "ledger.sqlite3") as db:
         stored = {r[0] for r in db.execute("SELECT id FROM experiences")}
     assert set(ids.values()) <= stored and len(ids) == len(texts)
+    if lost_by_chroma:  # everything else held; only the chroma server's search lost a lesson
+        pytest.xfail(lost_by_chroma[0])
 
 
 def test_workers_refuse_a_port_another_server_listens_on(tmp_path, monkeypatch):
