@@ -400,10 +400,27 @@ class VectorIndex:
         if self._closing or self._client is None or mirror is None or mirror.replaced():
             return False
         try:
-            gen = mirror.state().get("gen")
+            state = mirror.state()
         except sqlite3.Error:
             return False
-        return gen is not None and gen in (self._gen, self._prev_gen)
+        gen = state.get("gen")
+        if gen is None:
+            return False
+        if gen in (self._gen, self._prev_gen):
+            return True
+        if self.mode == "server" and state.get("dirty") == "0":
+            # Another process wrote, and finished. A chroma server is one view for every client, so
+            # nothing is reopened: this process's kept answers and counts are dropped, as ``ready``
+            # does, without the index lock (reading() calls this under its condition). Under the lock,
+            # every search after another process's write waited behind whatever write held it next:
+            # with two server processes a recall's time in the tool reached 400 ms (issue 21, eleventh
+            # round). A reset replaces the mirror file (``replaced``), which still takes the slow way,
+            # and so does a write in progress (dirty): its batch may be half in chroma.
+            mirror.forget()
+            self._counts = {c: mirror.count(c) for c in COLLECTIONS}
+            self._gen = gen
+            return True
+        return False
 
     def _ensure_open(self) -> dict[str, Any]:
         if self._mirror is not None and self._mirror.replaced():

@@ -732,3 +732,41 @@ def test_a_search_answers_another_processes_pending_lessons_from_the_shared_cach
         assert theirs.id in found and a.embedder.computed == computed + 2  # + the query, not B's lesson again
     other.join(30)
     assert rounds == [False] and b.vectors.peek_seq() == b.ledger.max_seq()
+
+
+@pytest.mark.chroma_server
+def test_on_a_chroma_server_a_search_after_another_processes_write_takes_no_index_lock(
+        open_store, tmp_path, chroma_server, monkeypatch):
+    # A search that found the index written by another process took the index lock to drop its kept
+    # answers and counts: with two server processes it waited behind whatever write held the lock
+    # next (a recall's time in the tool up to 400 ms, issue 21's eleventh round). A chroma server is
+    # one view for every client: after another process's finished write nothing needs the lock.
+    import skillbase.memory.store as store_module
+    from skillbase.config import Settings
+
+    monkeypatch.setattr(store_module, "FOLLOW_GATHER_S", 600.0)  # the test runs the indexing
+    settings = Settings.from_env(env={}, home=tmp_path / "home", chroma_url=chroma_server)
+    a, b = open_store(settings), open_store(settings)
+    a.record_experience(lesson("Server A: a first lesson so the index exists"))
+    a.search("experiences", "a first lesson", k=1)
+    b.search("experiences", "a first lesson", k=1)
+    theirs = b.record_experience(lesson("Server B: stage the bias in shared memory once per block"))
+    b._sync_index()
+    assert a.vectors.peek_seq() == a.ledger.max_seq()  # indexed, by the other store
+    with FileLock(str(settings.home / "index.lock")):  # as another process writing holds it
+        found: list = []
+        search = threading.Thread(target=lambda: found.append(
+            {h.id for h in a.search("experiences", "stage the bias in shared memory", k=3)}))
+        search.start()
+        search.join(5)
+        assert found, "the search waited for the index lock after another process's write"
+        assert theirs.id in found[0]
+        # A write in progress (its batch may be half in chroma) still sends searches the locked way.
+        b.vectors._mirror.set_state(gen="a-write-in-progress", dirty=1)
+        waiting: list = []
+        other = threading.Thread(target=lambda: waiting.append(a.search("experiences", "stage the bias", k=1)))
+        other.start()
+        other.join(0.5)
+        assert not waiting, "a search read the index while another process's write was in progress"
+    other.join(30)
+    assert waiting
