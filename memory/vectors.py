@@ -554,7 +554,29 @@ class VectorIndex:
         collection = docs[0].collection
         ids = [d.id for d in docs]
         self._cols[collection].upsert(ids=ids, embeddings=embeddings)
+        if self.mode == "server":
+            self._find_or_add_again(collection, ids, embeddings)
         self._mirror.put(collection, ids, [d.metadata for d in docs], [d.text for d in docs])
+
+    def _find_or_add_again(self, collection: str, ids: list[str], embeddings: np.ndarray) -> None:
+        """Check that a chroma server's nearest-neighbour search finds each record just written by its
+        own vector, and write again (delete, then add) any it does not. The server was seen keeping
+        such a record (returned by id) out of every search, about one start in five of two workers
+        (tests/surface/test_http_workers.py, issue 21's eleventh round)."""
+        col = self._cols[collection]
+        vecs = np.asarray(embeddings, dtype=np.float32)
+        for attempt in range(2):
+            got = col.query(query_embeddings=vecs, n_results=min(4, max(1, col.count())), include=[])["ids"]
+            lost = [n for n, (i, near) in enumerate(zip(ids, got)) if i not in near]
+            if not lost:
+                return
+            log.warning("chroma left %d record(s) of %s out of its search; writing them again: %s",
+                        len(lost), collection, [ids[n] for n in lost][:5])
+            col.delete(ids=[ids[n] for n in lost])
+            col.add(ids=[ids[n] for n in lost], embeddings=vecs[lost])
+            ids, vecs = [ids[n] for n in lost], vecs[lost]
+        warnings.warn(f"the chroma server at {self.settings.chroma_url} does not find {ids[:5]} by their own vectors "
+                      "after writing them again", MemoryIndexWarning, stacklevel=3)
 
     def delete(self, collection: str, ids: Sequence[str]) -> None:
         if ids:
