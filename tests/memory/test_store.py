@@ -738,9 +738,8 @@ def test_a_search_answers_another_processes_pending_lessons_from_the_shared_cach
 def test_on_a_chroma_server_a_search_after_another_processes_write_takes_no_index_lock(
         open_store, tmp_path, chroma_server, monkeypatch):
     # A search that found the index written by another process took the index lock to drop its kept
-    # answers and counts: with two server processes it waited behind whatever write held the lock
-    # next (a recall's time in the tool up to 400 ms, issue 21's eleventh round). A chroma server is
-    # one view for every client: after another process's finished write nothing needs the lock.
+    # answers and counts, and waited behind whatever write held the lock next. A chroma server is one
+    # view for every client: after another process's finished write nothing needs the lock.
     import skillbase.memory.store as store_module
     from skillbase.config import Settings
 
