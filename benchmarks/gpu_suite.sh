@@ -207,7 +207,6 @@ PYEOF
       mkdir -p /tmp/spin "$OUT/load"
       printf '%s\n' "from skillbase.memory import onnx_encoder as _e" \
         "_e.OnnxEncoder.__init__.__defaults__ = (False, True)  # one_at_a_time, spin" > /tmp/spin/sitecustomize.py
-      # @lockread: a search after another process's write takes the index lock, as before 2026-11-29.
       mkdir -p /tmp/lockread
       printf '%s\n' "from skillbase.memory import vectors as _v" "def _current(self):" \
         "    m = self._mirror" \
@@ -225,6 +224,7 @@ PYEOF
           *) args=(--clients 16 --calls 150 --servers "$base") ;;
         esac
         name=${spec//@/_}
+        n=1; while [ -e "$OUT/load/mcp_load_$name.json" ]; do n=$((n + 1)); name=${spec//@/_}_$n; done  # a spec run again
         echo "== $spec ${envs[*]}"
         env "${envs[@]}" timeout "${LOAD_LIMIT:-150}" $PY benchmarks/mcp_load.py "${args[@]}" --procs "${LOAD_PROCS:-16}" \
           --out "$OUT/load/mcp_load_$name.json" 2>&1 | tee "$OUT/load/mcp_load_$name.log" | grep -v "^\s*$" | tail -12
