@@ -94,11 +94,11 @@ class Follower:
                 log.warning("the index follower could not catch up (a reader will): %s: %s", type(e).__name__, e)
             with self._cv:
                 self._done = max(self._done, target)
-                if more == AGAIN_LATER:  # left for now: go round again after the gathering pause
+                if more:  # work is left: go round again, at once (a backlog, or writes that kept
+                    # coming) or, for AGAIN_LATER (left to someone else for now), after the gathering pause
                     self._asked = max(self._asked, self._done + 1)
-                elif more:  # work is left (a backlog, or writes that kept coming): go round again, at once
-                    self._asked = max(self._asked, self._done + 1)
-                    self._urgent = self._asked
+                    if more != AGAIN_LATER:
+                        self._urgent = self._asked
                 self.rounds += 1
                 self._cv.notify_all()
 

@@ -106,6 +106,12 @@ def caller_writes(seen: dict[str, int]) -> Iterator[None]:
         _WRITTEN.reset(token)
 
 
+def _bound(kept: dict) -> None:
+    """Drop the oldest entries of ``kept`` past KNOWN_DOCS_MAX (dicts keep their insertion order)."""
+    while len(kept) > KNOWN_DOCS_MAX:
+        kept.pop(next(iter(kept)))
+
+
 class Store:
     """Ledger + vector index + reasoning graph of one ``SKILLBASE_HOME``.
 
@@ -315,12 +321,9 @@ class Store:
                 self._known[d.collection, d.id] = d
                 self._mine[d.collection, d.id] = None
                 self._unembedded[d.collection, d.id] = d
-            while len(self._known) > KNOWN_DOCS_MAX:
-                self._known.pop(next(iter(self._known)))
-            while len(self._mine) > KNOWN_DOCS_MAX:
-                self._mine.pop(next(iter(self._mine)))
-            while len(self._unembedded) > KNOWN_DOCS_MAX:
-                self._unembedded.pop(next(iter(self._unembedded)))
+            _bound(self._known)
+            _bound(self._mine)
+            _bound(self._unembedded)
             self._writing += 1
         try:
             yield
@@ -442,8 +445,7 @@ class Store:
             with self._klock:
                 for d in read:
                     docs[d.collection, d.id] = self._theirs[d.collection, d.id] = d
-                while len(self._theirs) > KNOWN_DOCS_MAX:
-                    self._theirs.pop(next(iter(self._theirs)))
+                _bound(self._theirs)
         with self._klock:
             kept = {k: self._tail_vecs.get(k) for k in docs}
         unknown = [d for k, d in docs.items() if kept[k] is None or kept[k][0] is not d]
@@ -452,8 +454,7 @@ class Store:
             for k, v in found.items():
                 if v is not None:
                     self._tail_vecs[k] = (docs[k], v)
-            while len(self._tail_vecs) > KNOWN_DOCS_MAX:
-                self._tail_vecs.pop(next(iter(self._tail_vecs)))
+            _bound(self._tail_vecs)
         return {k[1]: d for k, d in docs.items() if found.get(k) is not None or k not in found}
 
     def _tail_hits(self, tail: dict[str, IndexDoc], collection: str, embedding: np.ndarray, k: int,
@@ -482,8 +483,7 @@ class Store:
                 for i, v in zip(missing, fresh):
                     vecs[i] = v
                     self._tail_vecs[docs[i].collection, docs[i].id] = (docs[i], v)
-                while len(self._tail_vecs) > KNOWN_DOCS_MAX:
-                    self._tail_vecs.pop(next(iter(self._tail_vecs)))
+                _bound(self._tail_vecs)
         return np.stack(vecs)
 
     def _known_docs(self) -> dict[tuple[str, str], IndexDoc]:
