@@ -203,7 +203,8 @@ PYEOF
       nproc > "$OUT/mcp_load_cores.txt"; lscpu 2>/dev/null | grep -E "Model name|^CPU\(s\)|MHz" >> "$OUT/mcp_load_cores.txt"
       # A spec's suffixes: @tN runs the embedding model on N threads (SKILLBASE_EMBEDDING_THREADS); @spin lets
       # ONNX Runtime's threads spin as they did before 2026-11-29 (a sitecustomize that flips the default);
-      # @lockread: searches take the index lock after another process's write, as before 2026-11-29.
+      # @lockread: searches take the index lock after another process's write, as before 2026-11-29;
+      # @dirtylock: they wait for it during another process's write in progress, as before the twelfth round.
       mkdir -p /tmp/spin "$OUT/load"
       printf '%s\n' "from skillbase.memory import onnx_encoder as _e" \
         "_e.OnnxEncoder.__init__.__defaults__ = (False, True)  # one_at_a_time, spin" > /tmp/spin/sitecustomize.py
@@ -213,11 +214,15 @@ PYEOF
         "    if self._closing or self._client is None or m is None or m.replaced():" "        return False" \
         "    gen = m.state().get('gen')" "    return gen is not None and gen in (self._gen, self._prev_gen)" \
         "_v.VectorIndex._current = _current" > /tmp/lockread/sitecustomize.py
+      mkdir -p /tmp/dirtylock
+      printf '%s\n' "from skillbase.memory import vectors as _v" \
+        "_v.VectorIndex._writer_at_work = lambda self: False" > /tmp/dirtylock/sitecustomize.py
       for spec in ${LOAD_RUNS:-1 w2 w4 w8 c64}; do
         base=${spec%%@*}; envs=()
         case $spec in *@t*) t=${spec#*@t}; envs+=("SKILLBASE_EMBEDDING_THREADS=${t%%@*}") ;; esac
         case $spec in *@spin*) envs+=("PYTHONPATH=/tmp/spin:$PYTHONPATH") ;; esac
         case $spec in *@lockread*) envs+=("PYTHONPATH=/tmp/lockread:$PYTHONPATH") ;; esac
+        case $spec in *@dirtylock*) envs+=("PYTHONPATH=/tmp/dirtylock:$PYTHONPATH") ;; esac
         case $base in
           w*) args=(--clients 16 --calls 150 --chroma server --workers "${base#w}") ;;
           c*) args=(--clients "${base#c}" --calls 30 --chroma server --workers "${LOAD_WIDE:-4}") ;;
