@@ -204,7 +204,9 @@ PYEOF
       # A spec's suffixes: @tN runs the embedding model on N threads (SKILLBASE_EMBEDDING_THREADS); @spin lets
       # ONNX Runtime's threads spin as they did before 2026-11-29 (a sitecustomize that flips the default);
       # @lockread: searches take the index lock after another process's write, as before 2026-11-29;
-      # @dirtylock: they wait for it during another process's write in progress, as before the twelfth round.
+      # @dirtylock: they wait for it during another process's write in progress, as before the twelfth round;
+      # @phases: each recall's time by step (benchmarks/phases, summed by benchmarks/recall_phases.py). The
+      # suffixes that put a sitecustomize on PYTHONPATH (spin, lockread, dirtylock, phases) do not combine.
       mkdir -p /tmp/spin "$OUT/load"
       printf '%s\n' "from skillbase.memory import onnx_encoder as _e" \
         "_e.OnnxEncoder.__init__.__defaults__ = (False, True)  # one_at_a_time, spin" > /tmp/spin/sitecustomize.py
@@ -223,6 +225,9 @@ PYEOF
         case $spec in *@spin*) envs+=("PYTHONPATH=/tmp/spin:$PYTHONPATH") ;; esac
         case $spec in *@lockread*) envs+=("PYTHONPATH=/tmp/lockread:$PYTHONPATH") ;; esac
         case $spec in *@dirtylock*) envs+=("PYTHONPATH=/tmp/dirtylock:$PYTHONPATH") ;; esac
+        phases=""
+        case $spec in *@phases*) phases=$OUT/load/phases_${spec//@/_}_$$_$RANDOM
+          envs+=("PYTHONPATH=$PWD/benchmarks/phases:$PYTHONPATH" "SKILLBASE_PHASES_DIR=$phases") ;; esac
         case $base in
           w*) args=(--clients 16 --calls 150 --chroma server --workers "${base#w}") ;;
           c*) args=(--clients "${base#c}" --calls 30 --chroma server --workers "${LOAD_WIDE:-4}") ;;
@@ -234,6 +239,10 @@ PYEOF
         env "${envs[@]}" timeout "${LOAD_LIMIT:-150}" $PY benchmarks/mcp_load.py "${args[@]}" --procs "${LOAD_PROCS:-16}" \
           --out "$OUT/load/mcp_load_$name.json" 2>&1 | tee "$OUT/load/mcp_load_$name.log" | grep -v "^\s*$" | tail -12
         [ "${PIPESTATUS[0]}" = 0 ] || status=1
+        if [ -n "$phases" ]; then
+          $PY benchmarks/recall_phases.py "$phases" --out "$OUT/load/recall_phases_$name.json" 2>&1 \
+            | tee "$OUT/load/recall_phases_$name.txt" && rm -rf "$phases"
+        fi
       done
       tar czf "$OUT/mcp_load.tgz" -C "$OUT/load" . && rm -rf "$OUT/load" ;;
     embed_threads)

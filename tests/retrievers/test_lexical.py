@@ -144,3 +144,32 @@ def test_a_pinned_seq_behind_the_index_neither_refreshes_nor_rebuilds_it(tmp_pat
     finally:
         lex.close()
         store.close()
+
+
+def test_a_search_never_waits_for_another_processes_hold_on_the_token_table(tmp_path, embedder):
+    """Several server processes over one store find new changes at nearly every search; each took the
+    token table's file lock to write them there first, and queued on it (a polled lock): the lexical
+    step was the largest part of recall's slowest 5 % with eight processes (issue 21, twelfth round).
+    A search now reads the changes from the ledger; the table is written when an index is rebuilt."""
+    import threading
+
+    from filelock import FileLock
+
+    from conftest import open_store
+
+    store = open_store(tmp_path / "home", embedder)
+    lex = LexicalRetriever(store, store.settings.cache_dir)
+    try:
+        lex.refresh()
+        with FileLock(str(lex.dir / "lexical.lock")):  # another process rebuilding, say
+            store.record_experience(lesson("exp_l_1", "Padding the tile by one column ended the bank conflicts.",
+                                           techniques=["cache-hints"], family="transpose"))
+            found: list = []
+            t = threading.Thread(target=lambda: found.append(lex.search(tokenize("bank conflicts"), "experience", 5)))
+            t.start()
+            t.join(5)
+            assert found, "the search waited for the token table's lock"
+            assert [i for i, *_ in found[0]] == ["exp_l_1"]
+    finally:
+        lex.close()
+        store.close()
