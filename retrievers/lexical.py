@@ -21,6 +21,7 @@ import math
 import re
 import shutil
 import sqlite3
+import sys
 import threading
 from collections import Counter
 from dataclasses import dataclass, field
@@ -241,10 +242,28 @@ class CollectionIndex:
         return res
 
 
-def build_segment(docs: list[Doc], seq: int) -> Segment:
-    """A bm25s index over ``docs`` (at least one)."""
+def _bm25s():
+    """bm25s, imported without JAX. Where JAX is installed, importing bm25s ran a JAX operation to
+    pick its optional top-k backend, which starts JAX on the default device: on a GPU machine every
+    server process took about three quarters of the GPU's memory that way (JAX preallocates), the
+    memory the kernels being measured need, and eight `serve --workers` processes ran the GPU out of
+    memory (recalls failed). This index never uses that backend. A JAX the caller imported already
+    is left as it is."""
+    if "bm25s" not in sys.modules and "jax" not in sys.modules:
+        sys.modules["jax"] = None  # type: ignore[assignment]  # `import jax` raises ImportError meanwhile
+        try:
+            import bm25s  # noqa: F401
+        finally:
+            if sys.modules.get("jax", 0) is None:
+                del sys.modules["jax"]
     import bm25s
 
+    return bm25s
+
+
+def build_segment(docs: list[Doc], seq: int) -> Segment:
+    """A bm25s index over ``docs`` (at least one)."""
+    bm25s = _bm25s()
     model = bm25s.BM25(k1=K1, b=B, method="lucene")
     corpus = [d.tokens or [""] for d in docs]
     model.index(corpus, show_progress=False)
@@ -465,8 +484,7 @@ class LexicalRetriever:
         shutil.rmtree(old, ignore_errors=True)
 
     def _load_segment(self, kind: str) -> Segment | None:
-        import bm25s
-
+        bm25s = _bm25s()
         path = self.dir / "segments" / kind
         try:
             info = json.loads((path / "skillbase.json").read_text())

@@ -173,3 +173,30 @@ def test_a_search_never_waits_for_another_processes_hold_on_the_token_table(tmp_
     finally:
         lex.close()
         store.close()
+
+
+def test_bm25s_is_imported_without_starting_jax(tmp_path):
+    """Where JAX is installed, importing bm25s ran a JAX operation (its optional top-k backend), which
+    starts JAX on the default device: on a GPU machine each server process took most of the GPU's
+    memory, and eight workers ran it out (recalls failed, issue 21, twelfth round). A JAX stand-in on
+    the path records being imported; the lexical index must build and search without it."""
+    import subprocess
+    import sys
+
+    fake = tmp_path / "site" / "jax"
+    fake.mkdir(parents=True)
+    marker = tmp_path / "jax-imported"
+    (fake / "__init__.py").write_text(f"open({str(marker)!r}, 'w').write('imported')\n")
+    (fake / "lax.py").write_text("def top_k(x, k):\n    raise RuntimeError('a JAX operation ran')\n")
+    code = (
+        "import sys\n"
+        "from skillbase.retrievers.lexical import build_segment, Doc\n"
+        "seg = build_segment([Doc('a', ['bank', 'conflicts'], {}), Doc('b', ['vectorized'], {})], 1)\n"
+        "import bm25s.selection\n"
+        "assert not bm25s.selection.JAX_IS_AVAILABLE and 'jax' not in sys.modules\n"
+        "import jax  # the stand-in stays importable for the caller's own use\n"
+    )
+    env = {**__import__("os").environ, "PYTHONPATH": f"{tmp_path / 'site'}"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert marker.read_text() == "imported"  # by the caller's own `import jax`, after bm25s
