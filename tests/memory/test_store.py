@@ -734,21 +734,30 @@ def test_a_search_answers_another_processes_pending_lessons_from_the_shared_cach
     assert rounds == [False] and b.vectors.peek_seq() == b.ledger.max_seq()
 
 
-@pytest.mark.chroma_server
-def test_on_a_chroma_server_a_search_after_another_processes_write_takes_no_index_lock(
-        open_store, tmp_path, chroma_server, monkeypatch):
-    # A search that found the index written by another process took the index lock to drop its kept
-    # answers and counts, and waited behind whatever write held the lock next. A chroma server is one
-    # view for every client: after another process's finished write nothing needs the lock.
+def _two_stores_on_a_chroma_server(open_store, tmp_path, chroma_server, monkeypatch):
+    """Two stores over one home and one chroma server, as two server processes would hold it, whose
+    followers never start a round on their own; the first's one lesson indexed and both stores'
+    indexes open: (settings, a, b, that lesson)."""
     import skillbase.memory.store as store_module
     from skillbase.config import Settings
 
     monkeypatch.setattr(store_module, "FOLLOW_GATHER_S", 600.0)  # the test runs the indexing
     settings = Settings.from_env(env={}, home=tmp_path / "home", chroma_url=chroma_server)
     a, b = open_store(settings), open_store(settings)
-    a.record_experience(lesson("Server A: a first lesson so the index exists"))
+    first = a.record_experience(lesson("Server A: a first lesson, so the index exists"))
+    a._sync_index()
     a.search("experiences", "a first lesson", k=1)
     b.search("experiences", "a first lesson", k=1)
+    return settings, a, b, first
+
+
+@pytest.mark.chroma_server
+def test_on_a_chroma_server_a_search_after_another_processes_write_takes_no_index_lock(
+        open_store, tmp_path, chroma_server, monkeypatch):
+    # A search that found the index written by another process took the index lock to drop its kept
+    # answers and counts, and waited behind whatever write held the lock next. A chroma server is one
+    # view for every client: after another process's finished write nothing needs the lock.
+    settings, a, b, _ = _two_stores_on_a_chroma_server(open_store, tmp_path, chroma_server, monkeypatch)
     theirs = b.record_experience(lesson("Server B: stage the bias in shared memory once per block"))
     b._sync_index()
     assert a.vectors.peek_seq() == a.ledger.max_seq()  # indexed, by the other store
@@ -772,15 +781,8 @@ def test_on_a_chroma_server_a_search_reads_beside_another_processes_write_in_pro
     # nothing kept from before a write outlives it. A writer that died mid-write (dirty, lock free)
     # still sends the search the locked way, which checks that the index reads back.
     import skillbase.memory.store as store_module
-    from skillbase.config import Settings
 
-    monkeypatch.setattr(store_module, "FOLLOW_GATHER_S", 600.0)  # the test runs the indexing
-    settings = Settings.from_env(env={}, home=tmp_path / "home", chroma_url=chroma_server)
-    a, b = open_store(settings), open_store(settings)
-    first = a.record_experience(lesson("Server A: stage the bias in shared memory once per block"))
-    a._sync_index()
-    a.search("experiences", "stage the bias", k=1)
-    b.search("experiences", "stage the bias", k=1)
+    settings, a, b, first = _two_stores_on_a_chroma_server(open_store, tmp_path, chroma_server, monkeypatch)
     query = "keep the accumulator in registers across the K loop"
     vec = a.embedder.embed_one(query, max_tokens=store_module.TEXT_MAX_TOKENS)
     meta = a.vectors._mirror.get("experiences", [first.id])[first.id]
