@@ -9,7 +9,7 @@
 #   PARTS="bench" TASKS="relu row_softmax" bash benchmarks/gpu_suite.sh
 #
 # PARTS: any of env tests bench launch cuda_build diag tune campaign suite_kb suite_pair suite_scale kb_agree kb_adv ray_smoke
-# ray_scale profile mcp_load embed_threads (default: env tests bench). launch: launch-bound timing. cuda_build: a CUDA C++ candidate cold, then in
+# ray_scale profile mcp_load embed_threads import_gpu_memory (default: env tests bench). launch: launch-bound timing. cuda_build: a CUDA C++ candidate cold, then in
 # a second process (cuda_build.json). tune: the memory-bound sweep. DIAG: specs for diag. TASKS: built-in task names
 # (default: all). NCU: TASK/SOLUTION specs to compare with Nsight Compute. DB_WARMUP: do_bench's warm-up in ms
 # for bench's comparison (default 25, do_bench's own).
@@ -253,6 +253,11 @@ PYEOF
         export SKILLBASE_EMBEDDING_MODEL=/tmp/skillbase-model/model SKILLBASE_MODEL_CACHE=/tmp/skillbase-model/cache
       fi
       $PY benchmarks/embed_threads.py --threads "${EMBED_THREADS:-1,2,4}" --out "$OUT/embed_threads.json" 2>&1 | tail -14
+      [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
+    import_gpu_memory)
+      # The GPU memory a process holds after importing bm25s, and after using the lexical index (issue 21,
+      # twelfth round: bm25s's import started JAX on the GPU where JAX is installed).
+      $PY benchmarks/import_gpu_memory.py 2>&1 | tee "$OUT/import_gpu_memory.txt"
       [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
     *) echo "unknown part: $part" >&2; status=2 ;;
   esac
