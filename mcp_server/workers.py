@@ -48,6 +48,7 @@ import uvicorn
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from skillbase.config import default_embedding_threads
 from skillbase.errors import ConfigError, InvalidInput
 
 # How the parent hands a worker what it was asked to serve (workers start as new interpreters).
@@ -145,10 +146,10 @@ def _refuse_taken_port(host: str, port: int) -> None:
 
 
 def worker_threads(workers: int) -> int:
-    """Embedding threads a worker: one process's default (half the cores, at most 4) shared among the
-    workers, at least 1. ONNX Runtime's threads no longer spin between calls, but N workers of 4 threads
-    on few cores would still crowd each other."""
-    return max(1, min(4, (os.cpu_count() or 2) // (2 * workers)))
+    """Embedding threads a worker: one process's default shared among the workers. ONNX Runtime's
+    threads no longer spin between calls, but N workers of 4 threads on few cores would still crowd
+    each other."""
+    return default_embedding_threads(workers)
 
 
 def _listener(host: str, port: int) -> socket.socket:

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from skillbase.config import default_embedding_threads
 from skillbase.errors import ConfigError, StoreError
 from skillbase.memory.batching import Batcher, BatchStats
 
@@ -185,10 +186,7 @@ class _Model:
         self.encoder = None  # the ONNX Runtime encoder, once opened
         self.encoder_note = ""  # which runtime embeds, or why not ONNX Runtime
         self._encoder_tried = False
-        # Half the cores (at most 4): OpenMP threads that find their core busy
-        # (another store process, a benchmark worker) stall every barrier; on
-        # a loaded 2-core machine two threads ran 7x slower than one.
-        self.threads = threads or max(1, min(4, (os.cpu_count() or 2) // 2))
+        self.threads = threads or default_embedding_threads()
         self.name = model_name(model, backend, precision, device)
         self.device = device
         self.batch_size = batch_size

@@ -429,8 +429,7 @@ class VectorIndex:
             # found in half the time; issue 21, eleventh round). A reset replaces the mirror file
             # (``replaced``), which still takes the slow way, and so does a write in progress (dirty):
             # its batch may be half in chroma.
-            mirror.forget()
-            self._counts = {c: mirror.count(c) for c in COLLECTIONS}
+            self._forget_kept(mirror)
             self._gen = gen
             return True
         if self.mode == "server" and self._writer_at_work():
@@ -445,11 +444,16 @@ class VectorIndex:
             # are dropped once per generation seen, so nothing kept from before this write or an
             # earlier one outlives it; the writer's own end (dirty 0) is adopted above as before.
             if gen != self._seen_dirty:
-                mirror.forget()
-                self._counts = {c: mirror.count(c) for c in COLLECTIONS}
+                self._forget_kept(mirror)
                 self._seen_dirty = gen
             return True
         return False
+
+    def _forget_kept(self, mirror: Mirror) -> None:
+        """Drop this process's kept answers and decoded rows, and count the collections again from
+        the mirror: another process wrote, or is writing."""
+        mirror.forget()
+        self._counts = {c: mirror.count(c) for c in COLLECTIONS}
 
     def _writer_at_work(self) -> bool:
         """Whether another process holds the index lock now. A writer holds it from marking the

@@ -15,6 +15,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from skillbase.errors import ConfigError
 
 
+def default_embedding_threads(processes: int = 1) -> int:
+    """Threads that run the embedding model in each of ``processes`` processes sharing a host: half the
+    cores (at most 4) divided among them, at least 1. OpenMP threads that find their core busy stall
+    every barrier: on a loaded 2-core machine two threads ran 7x slower than one."""
+    return max(1, min(4, (os.cpu_count() or 2) // (2 * processes)))
+
+
 class Settings(BaseModel):
     """Every tunable of skillbase. Build with ``Settings.from_env(**overrides)``."""
 
