@@ -189,14 +189,10 @@ def _tool(spec: ToolSpec, sb: skillbase.SkillBase, workspace: Path, limiter=None
                                     idempotent_hint=spec.read_only, open_world_hint=False))
     # The catalog is the contract: its schemas are what clients see, and its validation what they get.
     tool.parameters = spec.input_schema()
-    tool.fn_metadata = FuncMetadata(arg_model=_RawArguments, output_schema=_output_schema(spec.output_model))
+    # The output schema is published without the model: every result is built by the model itself, and
+    # the SDK would otherwise validate each one again.
+    tool.fn_metadata = FuncMetadata(arg_model=_RawArguments, output_schema=spec.output_schema())
     return tool
-
-
-def _output_schema(model: type) -> dict[str, Any]:
-    """The output schema exactly as the SDK derives it from ``model``, published without the model:
-    every result is built by ``model`` itself, and the SDK would otherwise validate each one again."""
-    return FuncMetadata(arg_model=_RawArguments, output_model=model).output_schema
 
 
 def _warm(sb: skillbase.SkillBase, settle_heap: bool = False) -> None:

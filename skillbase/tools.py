@@ -467,6 +467,86 @@ def attempt_history(sb: "SkillBase", args: AttemptHistoryInput, ctx: CallContext
 # ---------------------------------------------------------------------------
 
 
+# Keywords that constrain only values of their own JSON type: a schema made of these and one "type"
+# accepts null once "null" joins its type, and nothing else changes (unlike enum, const, anyOf ...).
+_TYPE_BOUND = frozenset({
+    "type", "format", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
+    "minLength", "maxLength", "pattern", "items", "prefixItems", "minItems", "maxItems", "uniqueItems",
+    "properties", "required", "additionalProperties", "minProperties", "maxProperties",
+    "title", "description", "default", "examples",
+})
+_ANNOTATIONS = frozenset({"title", "description", "default", "examples"})
+_SCHEMA_MAPS = frozenset({"properties", "patternProperties", "dependentSchemas"})  # name -> schema
+_SCHEMA_LISTS = frozenset({"anyOf", "allOf", "oneOf", "prefixItems"})
+_SCHEMA_ONE = frozenset({"items", "additionalProperties", "additionalItems", "not", "contains", "propertyNames",
+                         "if", "then", "else", "unevaluatedItems", "unevaluatedProperties"})
+
+
+def plain_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """The same JSON schema (it accepts and refuses the same values) with pydantic's indirections
+    taken out: each ``$ref`` to a ``$defs`` entry replaced by the entry itself (recursive ones are
+    kept), and ``anyOf: [X, {type: null}]`` written as X with ``"null"`` added to its ``type`` (and to
+    its ``enum``), where X is one type's schema.
+
+    The MCP SDK's client checks every tool result against the tool's ``outputSchema`` with the
+    ``jsonschema`` package, where each ``$ref`` is a resolver lookup and each ``anyOf`` a branch per
+    value: a recall result took 1.9 ms to check against pydantic's schema and 1.1 ms against this one,
+    a third of the load generator's CPU before (benchmarks/schema_check.py, docs/benchmarks.md)."""
+    defs = schema.get("$defs", {})
+
+    def target(node: dict[str, Any]) -> str | None:
+        ref = node.get("$ref")
+        return ref[len("#/$defs/"):] if isinstance(ref, str) and ref.startswith("#/$defs/") else None
+
+    def refers(name: str, node: Any, seen: frozenset[str]) -> bool:  # does $defs[name] reach itself?
+        if isinstance(node, dict):
+            to = target(node)
+            if to == name or (to in defs and to not in seen and refers(name, defs[to], seen | {to})):
+                return True
+            return any(refers(name, v, seen) for v in node.values())
+        return isinstance(node, list) and any(refers(name, v, seen) for v in node)
+
+    recursive = {name for name in defs if refers(name, defs[name], frozenset({name}))}
+
+    def plain(node: Any) -> Any:  # node: a schema
+        if not isinstance(node, dict):
+            return node  # true / false
+        to = target(node)
+        if to in defs and to not in recursive:
+            siblings = {k: v for k, v in node.items() if k != "$ref"}
+            if not siblings.keys() & (defs[to].keys() - _ANNOTATIONS):
+                return plain({**defs[to], **siblings})  # a field's own title or description wins
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            if key == "$defs":
+                continue
+            if key in _SCHEMA_MAPS and isinstance(value, dict):
+                out[key] = {name: plain(v) for name, v in value.items()}
+            elif key in _SCHEMA_LISTS and isinstance(value, list):
+                out[key] = [plain(v) for v in value]
+            elif key in _SCHEMA_ONE:
+                out[key] = [plain(v) for v in value] if isinstance(value, list) else plain(value)
+            else:
+                out[key] = value
+        branches = out.get("anyOf")
+        if isinstance(branches, list) and len(branches) == 2 and {"type": "null"} in branches:
+            other = branches[1 - branches.index({"type": "null"})]
+            if (isinstance(other, dict) and isinstance(other.get("type"), str) and other["type"] != "null"
+                    and other.keys() <= _TYPE_BOUND | {"enum"} and isinstance(other.get("enum", []), list)
+                    and not other.keys() & (out.keys() - _ANNOTATIONS - {"anyOf"})):
+                del out["anyOf"]
+                out = {**other, **out, "type": [other["type"], "null"]}
+                if "enum" in other and None not in other["enum"]:
+                    out["enum"] = [*other["enum"], None]  # an enum applies to every type: null joins it
+        return out
+
+    out = plain(schema)
+    kept = {name: plain(defs[name]) for name in sorted(recursive)}
+    if kept:
+        out["$defs"] = kept
+    return out
+
+
 @dataclass(frozen=True)
 class ToolSpec:
     """One agent-facing tool."""
@@ -491,8 +571,9 @@ class ToolSpec:
         return schema
 
     def output_schema(self) -> dict[str, Any]:
-        """The JSON schema of the result (MCP ``outputSchema``)."""
-        return self.output_model.model_json_schema()
+        """The JSON schema of the result (MCP ``outputSchema``): the output model's, in the shape that is
+        cheapest to check (``plain_schema``), since an MCP client checks every result against it."""
+        return plain_schema(self.output_model.model_json_schema())
 
     def validate(self, arguments: Any) -> ToolInput:
         """Parse raw arguments, raising InvalidInput that names each bad field and the fix."""
