@@ -50,6 +50,8 @@ class StoreStats(Record):
     index_lag: int | None = Field(description="ledger changes not yet in the vector index")
     counts: dict[str, int] = Field(description="rows per ledger table")
     index_counts: dict[str, int] = Field(default_factory=dict, description="records per chroma collection")
+    index_unreached: dict[str, int] = Field(
+        default_factory=dict, description="records per collection chroma's search does not reach, answered from the mirror")
     graph_counts: dict[str, int] = Field(default_factory=dict, description="graph nodes per kind, edges per kind")
     disk_bytes: dict[str, int] = Field(description="bytes on disk: ledger (with WAL), chroma, graph, cache")
     chroma: str = Field(description="'embedded <path>' or 'server <url>'")

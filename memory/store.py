@@ -826,11 +826,13 @@ class Store:
         ledger_seq = self.ledger.max_seq()
         index_seq: int | None = None
         index_counts: dict[str, int] = {}
+        index_unreached: dict[str, int] = {}
         try:
             with self.vectors.session():
                 state = self.vectors.ready()
                 index_seq = state["seq"]
                 index_counts = self.vectors.counts()
+                index_unreached = self.vectors.unreached_counts()
         except Exception as e:
             log.warning("the vector index could not be read: %s", e)
         with self._glock:
@@ -842,7 +844,8 @@ class Store:
             home=str(self.settings.home), store_id=self.ledger.store_id, schema_version=self.ledger.schema_version,
             ledger_seq=ledger_seq, index_seq=index_seq, graph_seq=graph_seq, snapshot_seq=snapshot_seq,
             index_lag=ledger_seq - index_seq if index_seq is not None else None,
-            counts=self.ledger.counts(), index_counts=index_counts, graph_counts=graph_counts,
+            counts=self.ledger.counts(), index_counts=index_counts, index_unreached=index_unreached,
+            graph_counts=graph_counts,
             disk_bytes=self._disk(), chroma=self.vectors.where, embedding_model=self.embedder.name,
         )
 

@@ -766,6 +766,9 @@ def memory_stats(ctx: typer.Context, as_json: Json = False) -> None:
         out.print(table)
         out.print(f"index lag {s.index_lag} changes; disk " + ", ".join(
             f"{k} {v / 2**20:.1f} MiB" for k, v in s.disk_bytes.items()))
+        if s.index_unreached:
+            out.print("records chroma's search does not reach, answered from the index's mirror: " + ", ".join(
+                f"{k} {v}" for k, v in sorted(s.index_unreached.items())))
 
     run(as_json, lambda: _sb(ctx).stats(), render)
 
