@@ -835,16 +835,22 @@ class _Unreaching:
         return self.real.delete(**kw)
 
 
+def _indexed_store(open_store, settings):
+    """A store whose vector index exists and holds one lesson."""
+    store = open_store(settings)
+    store.record_experience(lesson("a first lesson so the index exists"))
+    store.search("experiences", "a first lesson", k=1)
+    store._sync_index()
+    return store
+
+
 def test_a_record_chromas_search_does_not_reach_is_answered_from_the_mirror(open_store, make_settings, caplog):
     # Chroma's HNSW graph can leave a record no search reaches, even by its own vector (seen embedded and on
     # a chroma server; a server's record written again was found, an embedded one was not). Each write
     # checks its records are found; those that stay unreached are kept, with their vectors, in the mirror,
     # and every query adds them by exact cosine, in this process and any other over the store.
     settings = make_settings()
-    store = open_store(settings)
-    store.record_experience(lesson("a first lesson so the index exists"))
-    store.search("experiences", "a first lesson", k=1)
-    store._sync_index()
+    store = _indexed_store(open_store, settings)
     hidden: set[str] = set()
     calls: list = []
     store.vectors._cols["experiences"] = _Unreaching(store.vectors._cols["experiences"], hidden, calls)
@@ -891,11 +897,7 @@ def test_a_record_the_chroma_server_leaves_out_of_its_search_is_written_again(
     # made it found.
     from skillbase.config import Settings
 
-    settings = Settings.from_env(env={}, home=tmp_path / "home", chroma_url=chroma_server)
-    store = open_store(settings)
-    store.record_experience(lesson("a first lesson so the index exists"))
-    store.search("experiences", "a first lesson", k=1)
-    store._sync_index()
+    store = _indexed_store(open_store, Settings.from_env(env={}, home=tmp_path / "home", chroma_url=chroma_server))
     hidden: set[str] = set()
     calls: list = []
 
