@@ -835,7 +835,7 @@ class _Unreaching:
         return self.real.delete(**kw)
 
 
-def _indexed_store(open_store, settings):
+def _store_with_an_index(open_store, settings):
     """A store whose vector index exists and holds one lesson."""
     store = open_store(settings)
     store.record_experience(lesson("a first lesson so the index exists"))
@@ -850,7 +850,7 @@ def test_a_record_chromas_search_does_not_reach_is_answered_from_the_mirror(open
     # checks its records are found; those that stay unreached are kept, with their vectors, in the mirror,
     # and every query adds them by exact cosine, in this process and any other over the store.
     settings = make_settings()
-    store = _indexed_store(open_store, settings)
+    store = _store_with_an_index(open_store, settings)
     hidden: set[str] = set()
     calls: list = []
     store.vectors._cols["experiences"] = _Unreaching(store.vectors._cols["experiences"], hidden, calls)
@@ -897,7 +897,7 @@ def test_a_record_the_chroma_server_leaves_out_of_its_search_is_written_again(
     # made it found.
     from skillbase.config import Settings
 
-    store = _indexed_store(open_store, Settings.from_env(env={}, home=tmp_path / "home", chroma_url=chroma_server))
+    store = _store_with_an_index(open_store, Settings.from_env(env={}, home=tmp_path / "home", chroma_url=chroma_server))
     hidden: set[str] = set()
     calls: list = []
 
