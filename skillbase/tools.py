@@ -490,7 +490,7 @@ def plain_schema(schema: dict[str, Any]) -> dict[str, Any]:
 
     The MCP SDK's client checks every tool result against the tool's ``outputSchema`` with the
     ``jsonschema`` package, where each ``$ref`` is a resolver lookup and each ``anyOf`` a branch per
-    value: a recall result took 1.9 ms to check against pydantic's schema and 1.1 ms against this one,
+    value: a recall result took 2.0 ms to check against pydantic's schema and 1.2 ms against this one,
     a third of the load generator's CPU before (benchmarks/schema_check.py, docs/benchmarks.md)."""
     defs = schema.get("$defs", {})
 
