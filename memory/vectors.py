@@ -653,8 +653,9 @@ class VectorIndex:
         search for a minute, about one start in five of two workers) and embedded (two records in about
         3,900 write batches under 16 clients; chroma alone, batches of near-duplicate vectors written
         beside queries lost one record in about 70 batches, still lost after reopening). On a server,
-        deleting and adding the record again made it found; embedded it did not. Issue 21,
-        docs/benchmarks.md (eleventh and thirteenth rounds)."""
+        deleting and adding the record again made it found; embedded it did not. A record found here can
+        still lose its way in later, as later writes rewrite the graph's links: that is not caught (a sweep
+        of older records would). Issue 21, docs/benchmarks.md (eleventh and thirteenth rounds)."""
         col = self._cols[collection]
         for attempt in range(3 if self.mode == "server" else 1):
             got = col.query(query_embeddings=vecs, n_results=4, include=["distances"])  # fewer when fewer are stored

@@ -64,10 +64,11 @@ def _lost_by_chroma(home: Path, chroma_url: str, item_id: str, text: str) -> str
     """Why a lesson is missing from recall when the chroma server's nearest-neighbour search lost it: the
     store indexed it (the index's bookkeeping holds it and is past its change), chroma returns it by id
     with the right vector, yet a search for that very vector over the whole collection leaves it out. Seen
-    in about one run in five of the test below on a 2-core machine (never reproduced with chroma alone)
-    until each write checked for it and wrote such records again (``VectorIndex._find_or_add_again``):
-    this names it should that ever fall short. Not a fault of the store's visibility, which the test
-    checks. None when it is anything else."""
+    in about one run in five of the test below on a 2-core machine until each write checked for it and wrote
+    such records again (``VectorIndex._unreached_of``; what stays out is answered from the index's mirror;
+    benchmarks/chroma_unreached.py reproduces the loss with chroma alone). A record can also lose its way
+    in after its write, which that check does not see: this names it. Not a fault of the store's
+    visibility, which the test checks. None when it is anything else."""
     import numpy as np
 
     from skillbase.config import Settings
