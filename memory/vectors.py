@@ -657,7 +657,8 @@ class VectorIndex:
         still lose its way in later, as later writes rewrite the graph's links: that is not caught (a sweep
         of older records would). Issue 21, docs/benchmarks.md (eleventh and thirteenth rounds)."""
         col = self._cols[collection]
-        for attempt in range(3 if self.mode == "server" else 1):
+        rewrites = 2 if self.mode == "server" else 0
+        for attempt in range(rewrites + 1):
             got = col.query(query_embeddings=vecs, n_results=4, include=["distances"])  # fewer when fewer are stored
             # Missing, and not merely behind four exact duplicates of its vector (the same text stored again).
             lost = [n for n, (i, near, dist) in enumerate(zip(ids, got["ids"], got["distances"]))
@@ -665,7 +666,7 @@ class VectorIndex:
             if not lost:
                 return {}
             ids, vecs = [ids[n] for n in lost], vecs[lost]
-            if attempt < (2 if self.mode == "server" else 0):
+            if attempt < rewrites:
                 log.warning("chroma left %d record(s) of %s out of its search; writing them again: %s",
                             len(ids), collection, ids[:5])
                 col.delete(ids=ids)

@@ -469,13 +469,12 @@ def attempt_history(sb: "SkillBase", args: AttemptHistoryInput, ctx: CallContext
 
 # Keywords that constrain only values of their own JSON type: a schema made of these and one "type"
 # accepts null once "null" joins its type, and nothing else changes (unlike enum, const, anyOf ...).
-_TYPE_BOUND = frozenset({
+_ANNOTATIONS = frozenset({"title", "description", "default", "examples"})
+_TYPE_BOUND = _ANNOTATIONS | {
     "type", "format", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
     "minLength", "maxLength", "pattern", "items", "prefixItems", "minItems", "maxItems", "uniqueItems",
     "properties", "required", "additionalProperties", "minProperties", "maxProperties",
-    "title", "description", "default", "examples",
-})
-_ANNOTATIONS = frozenset({"title", "description", "default", "examples"})
+}
 _SCHEMA_MAPS = frozenset({"properties", "patternProperties", "dependentSchemas"})  # name -> schema
 _SCHEMA_LISTS = frozenset({"anyOf", "allOf", "oneOf", "prefixItems"})
 _SCHEMA_ONE = frozenset({"items", "additionalProperties", "additionalItems", "not", "contains", "propertyNames",
