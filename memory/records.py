@@ -58,6 +58,16 @@ class StoreStats(Record):
     embedding_model: str
 
 
+class IndexCheck(Record):
+    """Every record of the vector index looked for by its own vector (``skillbase memory check``)."""
+
+    looked_for: dict[str, int] = Field(description="records per collection looked for")
+    newly_unreached: dict[str, int] = Field(
+        description="records per collection chroma's search no longer reached, answered from the mirror from now on")
+    unreached: dict[str, int] = Field(description="records per collection answered from the mirror, in all")
+    seconds: float = Field(description="how long the check took")
+
+
 def parse_signature(signature: str) -> tuple[str, str, str]:
     """``'softmax:fp32:large'`` -> ('softmax', 'fp32', 'large'); InvalidInput
     when it is not family:dtype:regime from the known vocabularies."""

@@ -50,7 +50,7 @@ from skillbase.memory.follower import AGAIN_LATER, Follower
 from skillbase.memory.graph import ReasoningGraph, snapshot_seq_of
 from skillbase.memory.jsonl import export_jsonl, import_jsonl
 from skillbase.memory.ledger import Ledger
-from skillbase.memory.records import Change, StoreStats, TaskRecord, parse_signature
+from skillbase.memory.records import Change, IndexCheck, StoreStats, TaskRecord, parse_signature
 from skillbase.memory.techniques import load_seed_techniques
 from skillbase.memory.vectors import Hit, MemoryIndexWarning, VectorIndex, chroma_failure, copy_metadata
 
@@ -507,10 +507,13 @@ class Store:
 
     def reindex(self) -> int:
         """Rebuild the vector index and the graph from the ledger (cached
-        embeddings are reused); returns the number of records indexed."""
+        embeddings are reused), then look for every record in it as
+        ``check_index`` does; returns the number of records indexed."""
         with self.vectors.session():
             state = self.vectors.reset(None)
             indexer.catch_up(self.ledger, self.vectors, self.embedder, state)
+            for collection in COLLECTIONS:
+                self._check_collection(collection, state["seq"])
             n = sum(self.vectors.mirror_counts().values())
         with self._glock:
             self._graph = ReasoningGraph(self.ledger.store_id)
@@ -820,6 +823,38 @@ class Store:
         """Ledger changes after seq ``after``, oldest first (for caches that
         follow the ledger, like a lexical index)."""
         return self.ledger.changes_after(after, limit)
+
+    def check_index(self) -> IndexCheck:
+        """Catch the vector index up, then look for every record in it by its own vector: those chroma's
+        search no longer reaches (its HNSW graph lost their way in after they were written) are answered
+        from the index's mirror from then on (on a chroma server each is written again twice first).
+        Every index write already looks again for a few older records (``VectorIndex.sweep``); this
+        goes over all of them at once, a page at a time, each in a session of its own, so other
+        processes' index writes wait for a page (about 0.1 s), not for the whole check."""
+        start = time.monotonic()
+        self._sync_index()
+        found = {c: self._check_collection(c) for c in COLLECTIONS}
+        with self.vectors.session():
+            self.vectors.ready()
+            unreached = self.vectors.unreached_counts()
+        return IndexCheck(looked_for={c: n for c, (n, _) in found.items()},
+                          newly_unreached={c: m for c, (_, m) in found.items() if m},
+                          unreached=unreached, seconds=round(time.monotonic() - start, 3))
+
+    def _check_collection(self, collection: str, seq: int | None = None) -> tuple[int, int]:
+        """Every record of ``collection`` looked for by its own vector (``VectorIndex.check_page``), a page
+        at a time: each page in a session of its own, or, with ``seq`` (the index's), in the caller's.
+        Returns (records looked for, newly kept as unreached)."""
+        looked = lost = 0
+        after: str | None = ""
+        while after is not None:
+            if seq is None:
+                with self.vectors.session():
+                    after, n, m = self.vectors.check_page(collection, after, self.vectors.ready()["seq"])
+            else:
+                after, n, m = self.vectors.check_page(collection, after, seq)
+            looked, lost = looked + n, lost + m
+        return looked, lost
 
     def stats(self) -> StoreStats:
         """Counts per table, index and graph lag, disk sizes."""

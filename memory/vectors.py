@@ -10,12 +10,14 @@ Beside chroma sits a small SQLite *mirror*: the ledger seq the index
 reflects, a generation token that changes whenever chroma is written, and
 every record's metadata (the keys listed in ``skillbase.memory.documents``)
 and document text, and the vectors of the few records chroma's search does
-not reach (``VectorIndex._unreached_of``), which every query adds. The seq lets any process catch the index up from the
-ledger's change log; the generation token tells a process that another one
-wrote chroma since, so it reopens its client (an embedded chroma client does
-not see other processes' writes); the metadata answers filters (see
-``query``). All of it is guarded by a file lock under ``settings.home``;
-nobody writes chroma outside ``session()``.
+not reach (``VectorIndex._unreached_of``: checked at each write, and older
+records again by ``VectorIndex.sweep``), which every query adds. The seq
+lets any process catch the index up from the ledger's change log; the
+generation token tells a process that another one wrote chroma since, so it
+reopens its client (an embedded chroma client does not see other processes'
+writes); the metadata answers filters (see ``query``). All of it is guarded
+by a file lock under ``settings.home``; nobody writes chroma outside
+``session()``.
 
 Why chroma holds vectors only: an embedded chroma upsert keeps the interpreter
 lock for its whole call, stopping every other thread of the process, and
@@ -92,6 +94,15 @@ def chroma_failure(exc: BaseException) -> bool:
 
 
 SAME_VECTOR = 1e-5  # a cosine distance this small: the same vector (the same text embedded again)
+# A record found when written can lose its way in later, as later writes rewrite the graph's links. So a
+# process writing a collection also looks again for SWEEP_BATCH older records of it, at most once every
+# SWEEP_EVERY_S, from a cursor that goes round the collection (``VectorIndex.sweep``): chroma answers a
+# search by a record's own vector in about 0.23 ms (32 at once, 3,000 records, this 2-core machine), so
+# this costs under 1 % of a core while writes come, nothing while none do, and goes round 10,000 records
+# in about five minutes of writing. ``skillbase memory check`` looks for every record at once.
+SWEEP_BATCH = 32
+SWEEP_EVERY_S = 1.0
+SWEEP_PAGE = 512  # records a full check reads and queries at a time
 
 
 class Mirror:
@@ -316,6 +327,23 @@ class Mirror:
     def unreached_counts(self) -> dict[str, int]:
         return dict(self._read("SELECT collection, COUNT(*) FROM unreached GROUP BY collection"))
 
+    def add_unreached(self, collection: str, vectors: dict[str, np.ndarray]) -> None:
+        """Keep records already written as unreached (found so by a sweep), with their vectors."""
+        try:
+            with self._tx():
+                self.conn.executemany(
+                    "INSERT INTO unreached(collection, id, vector) VALUES (?, ?, ?) "
+                    "ON CONFLICT(collection, id) DO UPDATE SET vector=excluded.vector",
+                    [(collection, i, np.asarray(v, dtype=np.float32).tobytes()) for i, v in vectors.items()],
+                )
+        finally:
+            self._drop(collection, [])
+
+    def ids_after(self, collection: str, after: str, limit: int) -> list[str]:
+        """Up to ``limit`` of ``collection``'s ids greater than ``after``, in order."""
+        return [r[0] for r in self._read("SELECT id FROM meta WHERE collection=? AND id>? ORDER BY id LIMIT ?",
+                                         (collection, after, limit))]
+
     @contextmanager
     def _tx(self) -> Iterator[None]:
         self.conn.execute("BEGIN IMMEDIATE")
@@ -355,6 +383,8 @@ class VectorIndex:
         self._prev_gen: str | None = None  # the generation before this process's last write
         self._seen_dirty: str | None = None  # another process's write in progress, read beside (``_current``)
         self._holding = 0  # this process's threads inside the index lock
+        self._sweep_at: dict[str, str] = {}  # sweep cursors moved by the write in progress (``sweep``)
+        self._swept: dict[str, float] = {}  # when this process last swept each collection (monotonic)
         self._counts: dict[str, int] = {}
         self.rebuilds = 0  # times this process rebuilt the index from scratch
         # Queries that run without the index lock (``reading``); closing the client waits for them.
@@ -622,6 +652,7 @@ class VectorIndex:
         # Known as this process's own before it is published, so lock-free readers never
         # mistake this write for another process's (which would send them the slow way).
         self._prev_gen, self._gen = self._gen, gen
+        self._sweep_at = {}
         self._mirror.set_state(gen=gen, dirty=1)
         if self.mode == "server":
             self._client.get_or_create_collection(self._name("marker"), embedding_function=None).modify(
@@ -629,9 +660,10 @@ class VectorIndex:
             )
 
     def end_write(self, seq: int, dim: int | None = None) -> None:
-        """Record that the index now reflects the ledger up to ``seq``."""
+        """Record that the index now reflects the ledger up to ``seq`` (and where the sweeps stand)."""
         extra = {"dim": dim} if dim else {}
-        self._mirror.set_state(seq=seq, dirty=0, **extra)
+        cursors, self._sweep_at = self._sweep_at, {}
+        self._mirror.set_state(seq=seq, dirty=0, **extra, **cursors)
 
     def upsert(self, docs: Sequence[IndexDoc], embeddings: np.ndarray) -> None:
         """Write documents (all of one collection) with their embeddings."""
@@ -643,36 +675,104 @@ class VectorIndex:
         self._cols[collection].upsert(ids=ids, embeddings=vecs)
         unreached = self._unreached_of(collection, ids, vecs)
         self._mirror.put(collection, ids, [d.metadata for d in docs], [d.text for d in docs], unreached)
+        now = time.monotonic()
+        if now - self._swept.get(collection, -SWEEP_EVERY_S) >= SWEEP_EVERY_S:
+            self._swept[collection] = now
+            self.sweep(collection, SWEEP_BATCH, skip=set(ids))
 
-    def _unreached_of(self, collection: str, ids: list[str], vecs: np.ndarray) -> dict[str, np.ndarray]:
-        """The records just written that chroma's nearest-neighbour search does not find by their own
-        vectors, with those vectors: the mirror keeps them and every query adds them by exact cosine.
+    def sweep(self, collection: str, limit: int, skip: set[str] = frozenset()) -> tuple[int, int]:
+        """Look again for up to ``limit`` older records of ``collection`` by their own vectors, from where the
+        last sweep of it stopped (the cursor goes round the collection in id order, shared by every process
+        through the mirror; it is saved by ``end_write``), and keep those chroma's search no longer reaches
+        as unreached (``_unreached_of``; on a server each is written again twice first). Records already kept
+        so and those in ``skip`` (just checked) are passed over. Returns (records looked for, newly kept).
+        Call between ``begin_write`` and ``end_write``."""
+        if limit <= 0:
+            return 0, 0
+        key = f"sweep.{collection}"
+        after = self._sweep_at[key] if key in self._sweep_at else self._mirror.state().get(key, "")
+        ids = self._mirror.ids_after(collection, after, limit)
+        # At the end of the collection the next sweep starts again from its first record.
+        self._sweep_at[key] = ids[-1] if len(ids) == limit else ""
+        kept = set(self._mirror.unreached(collection)[0])
+        return self._look_again(collection, [i for i in ids if i not in skip and i not in kept])
+
+    def check_page(self, collection: str, after: str, seq: int) -> tuple[str | None, int, int]:
+        """One page of a full check (``skillbase memory check``, and after a rebuild): look for the next
+        SWEEP_PAGE records of ``collection`` after id ``after`` by their own vectors, as ``sweep`` does.
+        Only when some are no longer reached is anything written: they are kept as unreached in a write of
+        their own that leaves the index at ``seq``, so a check beside live servers makes them reopen
+        nothing. Returns (the last id looked at, None past the end; records looked for; newly kept). Call
+        inside ``session()`` after ``ready()``."""
+        ids = self._mirror.ids_after(collection, after, SWEEP_PAGE)
+        if not ids:
+            return None, 0, 0
+        kept = set(self._mirror.unreached(collection)[0])
+        looked, lost = self._look_again(collection, [i for i in ids if i not in kept], report=False, seq=seq)
+        return ids[-1], looked, lost
+
+    def _look_again(self, collection: str, ids: list[str], report: bool = True,
+                    seq: int | None = None) -> tuple[int, int]:
+        """Look for records by their own vectors (from chroma) and keep those its search does not reach as
+        unreached; returns (records looked for, newly kept). Inside a write, or with ``seq`` outside one:
+        then a write of its own is begun only when some are lost."""
+        if not ids:
+            return 0, 0
+        got = self._cols[collection].get(ids=ids, include=["embeddings"])
+        if not got["ids"]:
+            return 0, 0
+        ids, vecs = list(got["ids"]), np.asarray(got["embeddings"], dtype=np.float32)
+        if seq is not None:
+            missing = self._missing(collection, ids, vecs)
+            if not missing:
+                return len(ids), 0
+            self.begin_write()
+        lost = self._unreached_of(collection, ids, vecs, report)
+        if lost:
+            self._mirror.add_unreached(collection, lost)
+        if seq is not None:
+            self.end_write(seq)
+        return len(ids), len(lost)
+
+    def _missing(self, collection: str, ids: list[str], vecs: np.ndarray) -> list[int]:
+        """The positions of the records chroma's search does not return among the four nearest to their own
+        vectors, not counting one merely behind four exact copies of its vector (the same text stored again)."""
+        got = self._cols[collection].query(query_embeddings=vecs, n_results=4, include=["distances"])
+        return [n for n, (i, near, dist) in enumerate(zip(ids, got["ids"], got["distances"]))
+                if i not in near and (len(near) < 4 or dist[-1] > SAME_VECTOR)]
+
+    def _unreached_of(self, collection: str, ids: list[str], vecs: np.ndarray,
+                      report: bool = True) -> dict[str, np.ndarray]:
+        """The records (just written, or older ones a ``sweep`` looks for again) that chroma's
+        nearest-neighbour search does not find by their own vectors, with those vectors: the mirror keeps
+        them and every query adds them by exact cosine.
 
         Chroma's HNSW graph can leave a record without a way in: no search reaches it, even asking for
         every record, while ``get`` returns it. Seen on a chroma server (a lesson missing from every
         search for a minute, about one start in five of two workers) and embedded (two records in about
         3,900 write batches under 16 clients; chroma alone, batches of near-duplicate vectors written
         beside queries lost one record in about 70 batches, still lost after reopening). On a server,
-        deleting and adding the record again made it found; embedded it did not. A record found here can
-        still lose its way in later, as later writes rewrite the graph's links: that is not caught (a sweep
-        of older records would). Issue 21, docs/benchmarks.md (eleventh and thirteenth rounds)."""
+        deleting and adding the record again made it found; embedded it did not. A record found when
+        written can still lose its way in later, as later writes rewrite the graph's links: each write's
+        ``sweep`` looks for older records again, and ``check_page`` for all of them. Issue 21,
+        docs/benchmarks.md (eleventh, thirteenth and fourteenth rounds). Without ``report`` nothing is
+        logged (a full check reports its totals instead)."""
         col = self._cols[collection]
         rewrites = 2 if self.mode == "server" else 0
         for attempt in range(rewrites + 1):
-            got = col.query(query_embeddings=vecs, n_results=4, include=["distances"])  # fewer when fewer are stored
-            # Missing, and not merely behind four exact duplicates of its vector (the same text stored again).
-            lost = [n for n, (i, near, dist) in enumerate(zip(ids, got["ids"], got["distances"]))
-                    if i not in near and (len(near) < 4 or dist[-1] > SAME_VECTOR)]
+            lost = self._missing(collection, ids, vecs)
             if not lost:
                 return {}
             ids, vecs = [ids[n] for n in lost], vecs[lost]
             if attempt < rewrites:
-                log.warning("chroma left %d record(s) of %s out of its search; writing them again: %s",
-                            len(ids), collection, ids[:5])
+                if report:
+                    log.warning("chroma left %d record(s) of %s out of its search; writing them again: %s",
+                                len(ids), collection, ids[:5])
                 col.delete(ids=ids)
                 col.add(ids=ids, embeddings=vecs)
-        log.warning("chroma's search at %s does not reach %d record(s) of %s by their own vectors; the index "
-                    "answers them from its mirror: %s", self.where, len(ids), collection, ids[:5])
+        if report:
+            log.warning("chroma's search at %s does not reach %d record(s) of %s by their own vectors; the index "
+                        "answers them from its mirror: %s", self.where, len(ids), collection, ids[:5])
         return dict(zip(ids, vecs))
 
     def delete(self, collection: str, ids: Sequence[str]) -> None:
@@ -799,6 +899,7 @@ class VectorIndex:
             log.warning(msg)
             warnings.warn(msg, MemoryIndexWarning, stacklevel=4)
         self._close_all()
+        self._sweep_at = {}
         if self.mode == "embedded":
             self._move_aside(keep=bool(reason) if keep is None else keep)
         else:

@@ -435,6 +435,11 @@ class SkillBase:
         self.rederive_tasks()
         return self.memory.reindex()
 
+    def check_index(self):
+        """Look for every record of the vector index by its own vector; those chroma's search no longer
+        reaches are answered from the index's mirror from then on (an IndexCheck)."""
+        return self.memory.check_index()
+
     def rederive_tasks(self) -> list[dict[str, Any]]:
         """Describe every stored task again from its file, where the file is still there, and give its
         attempts and lessons the family and class the trace now finds (a task recorded as 'other' before

@@ -773,6 +773,23 @@ def memory_stats(ctx: typer.Context, as_json: Json = False) -> None:
     run(as_json, lambda: _sb(ctx).stats(), render)
 
 
+@memory_app.command("check")
+def memory_check(ctx: typer.Context, as_json: Json = False) -> None:
+    """Look for every indexed record by its own vector; answer those the index no longer reaches from its mirror."""
+    def render(c) -> None:
+        out.print(f"looked for {sum(c.looked_for.values())} records in {c.seconds:.1f} s ("
+                  + ", ".join(f"{k} {v}" for k, v in sorted(c.looked_for.items())) + ")")
+        if c.newly_unreached:
+            out.print("no longer reached by chroma's search, answered from the index's mirror from now on: "
+                      + ", ".join(f"{k} {v}" for k, v in sorted(c.newly_unreached.items())))
+        else:
+            out.print("no record newly out of chroma's reach")
+        if c.unreached:
+            out.print("answered from the mirror in all: " + ", ".join(f"{k} {v}" for k, v in sorted(c.unreached.items())))
+
+    run(as_json, lambda: with_spinner("checking the index", _sb(ctx).check_index), render)
+
+
 @memory_app.command("export")
 def memory_export(ctx: typer.Context, path: Path, as_json: Json = False) -> None:
     """Every record to one JSONL file."""

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from skillbase.memory.documents import experience_doc
 from skillbase.memory.filters import matches
 from skillbase.memory.store import Store
+from skillbase.memory import vectors
 from skillbase.memory.vectors import MemoryIndexWarning
 from memory_factories import MATMUL_SRC, attempt, lesson, report
 from skillbase.errors import ConfigError, InvalidInput, LimitExceeded, StoreError, UnknownTechnique
@@ -823,7 +824,9 @@ class _Unreaching:
         return getattr(self.real, name)
 
     def query(self, **kw):
-        got = self.real.query(**kw)
+        return self.hide(self.real.query(**kw))
+
+    def hide(self, got):
         for key in ("ids", "distances"):
             if got.get(key) is not None:
                 got[key] = [[x for i, x in zip(ids, row) if i not in self.hidden]
@@ -886,6 +889,98 @@ def test_a_record_chromas_search_does_not_reach_is_answered_from_the_mirror(open
         store.vectors.upsert([doc], store.embedder.embed([doc.text], max_tokens=doc.max_tokens))
     assert store.stats().index_unreached == {}
     assert exp.id in ids(store, "vectorize the loads four floats")
+
+
+def _hide_from_every_search(monkeypatch) -> set[str]:
+    """Ids that no chroma collection's nearest-neighbour search returns from now on, in every client
+    (``_Unreaching`` for collections opened later too)."""
+    from chromadb.api.models.Collection import Collection
+
+    hidden: set[str] = set()
+    real = Collection.query
+
+    def query(self, *args, **kw):
+        return _Unreaching(None, hidden, []).hide(real(self, *args, **kw))
+
+    monkeypatch.setattr(Collection, "query", query)
+    return hidden
+
+
+def test_a_record_that_loses_its_way_in_later_is_found_by_a_later_writes_sweep(open_store, make_settings,
+                                                                               monkeypatch, caplog):
+    # A record found when written can lose its way in later (later inserts rewrite the HNSW graph's links):
+    # writes look again for a few older records of their collection (at most once a second, here at every
+    # write), from a cursor that goes round the collection in id order and is shared through the mirror by
+    # every process over the store.
+    monkeypatch.setattr(vectors, "SWEEP_BATCH", 2)
+    monkeypatch.setattr(vectors, "SWEEP_EVERY_S", 0.0)
+    settings = make_settings()
+    store = _store_with_an_index(open_store, settings)
+    texts = {store.record_experience(lesson(text)).id: text
+             for text in (f"lesson number {n} on tiling the {w} loop"
+                          for n, w in enumerate(["row", "column", "batch", "head", "block"]))}
+    store._sync_index()
+    hidden = _hide_from_every_search(monkeypatch)  # each process reopens its client after the other's writes
+    other = open_store(settings)  # another process over the store; it writes too
+    lost = sorted(texts)[-1]  # the last of the six in id order; later records come after it
+    hidden.add(lost)
+    store.vectors._mirror.set_state(**{"sweep.experiences": ""})  # the next sweep starts at the first record
+    caught_after = None
+    for n in range(6):  # two looked for again a write: the 5th and 6th at the third
+        writer = (store, other)[n % 2]
+        writer.record_experience(lesson(f"a later lesson, number {n}, on shared memory banks"))
+        writer._sync_index()
+        if store.stats().index_unreached and caught_after is None:
+            caught_after = n + 1
+    assert caught_after == 3, caught_after  # a few records a write, taking up where the other process stopped
+    assert store.stats().index_unreached == {"experiences": 1}
+    for s in (store, other):
+        assert lost in {h.id for h in s.search("experiences", texts[lost], k=3)}
+
+
+def test_memory_check_looks_for_every_record(open_store, make_settings, monkeypatch):
+    monkeypatch.setattr(vectors, "SWEEP_BATCH", 0)  # writes look for no older record: only the check does
+    store = _store_with_an_index(open_store, make_settings())
+    old = [store.record_experience(lesson(f"lesson number {n} on unrolling the {w} loop"))
+           for n, w in enumerate(["row", "column", "batch"])]
+    store._sync_index()
+    _hide_from_every_search(monkeypatch).add(old[1].id)
+    store.record_experience(lesson("a later write, which looks for no older record"))
+    store._sync_index()
+    assert store.stats().index_unreached == {}  # lost its way after its write: nobody knows yet
+    assert old[1].id not in {h.id for h in store.search("experiences", "lesson number 1 on unrolling the column loop", k=3)}
+    first = store.check_index()
+    assert first.looked_for["experiences"] == 5 and first.newly_unreached == {"experiences": 1}, first
+    assert first.unreached == {"experiences": 1}
+    assert old[1].id in {h.id for h in store.search("experiences", "lesson number 1 on unrolling the column loop", k=3)}
+    gen = store.vectors._mirror.state()["gen"]
+    again = store.check_index()  # the record kept apart is not looked for again
+    assert again.looked_for["experiences"] == 4 and again.newly_unreached == {}, again
+    # Finding nothing, it wrote nothing: other processes over the store keep their clients and answers.
+    assert store.vectors._mirror.state()["gen"] == gen
+
+
+def test_reindex_ends_by_looking_for_every_record(open_store, make_settings, monkeypatch):
+    # A rebuild writes the whole ledger in batches; a record of an early batch can lose its way in during
+    # the later ones. The rebuild ends with a full check.
+    from skillbase.memory import indexer
+
+    monkeypatch.setattr(vectors, "SWEEP_BATCH", 0)
+    store = _store_with_an_index(open_store, make_settings())
+    exp = store.record_experience(lesson("Keep the running max in a register across the row"))
+    store._sync_index()
+    hidden = _hide_from_every_search(monkeypatch)
+    real = indexer.catch_up
+
+    def catch_up_then_lose_one(*args, **kw):
+        n = real(*args, **kw)
+        hidden.add(exp.id)  # found when the rebuild wrote it, lost by the end of the rebuild
+        return n
+
+    monkeypatch.setattr(indexer, "catch_up", catch_up_then_lose_one)
+    store.reindex()
+    assert store.stats().index_unreached == {"experiences": 1}
+    assert exp.id in {h.id for h in store.search("experiences", "keep the running max in a register", k=3)}
 
 
 @pytest.mark.chroma_server

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from skillbase.console import app
 from skillbase.demo import DemoTranscript
+from skillbase.memory.records import IndexCheck
 from skillbase.models import AttemptSummary, RecallResult, Skill, Suggestion, TaskInfo, TaskSummary
 from skillbase.tools import anthropic_tool_definitions, markdown_reference
 
@@ -42,6 +43,7 @@ def cli(module_home, monkeypatch):
     (("history", "row_softmax"), list[AttemptSummary]),
     (("skills", "list", "--status", "approved"), list[Skill]),
     (("skills", "show", "coalesced-memory-access"), Skill),
+    (("memory", "check"), IndexCheck),
 ])
 def test_json_output_is_the_result_model_and_nothing_else(cli, args, model):
     result = cli(*args, "--json")
