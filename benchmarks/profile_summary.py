@@ -19,7 +19,7 @@ from pathlib import Path
 
 # (bucket, pattern on one frame "func (file:line)"), tried from the innermost frame outwards.
 RULES = [
-    ("embedding: model compute (torch)", r"\((torch|transformers|sentence_transformers|tokenizers)/"),
+    ("embedding: model compute (ONNX or torch)", r"\((torch|transformers|sentence_transformers|tokenizers|onnxruntime)/"),
     ("embedding: waiting for the model", r"_Model\.(encode|load) \(memory/embeddings\.py"),
     ("ledger: group commit (waiting for the batch's fsync)", r"Ledger\._commit \(memory/ledger\.py"),
     ("index: waiting for the follower", r"Follower\.wait \(memory/"),
