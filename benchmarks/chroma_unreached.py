@@ -28,6 +28,23 @@ import uuid
 from pathlib import Path
 
 
+def query_beside(col, stop: float, threads: int = 3) -> list[threading.Thread]:
+    """Started threads that query ``col`` with random unit vectors (30 nearest) until time ``stop``, as a
+    server's searches do beside its index writes (also used by index_sweep.py)."""
+    import numpy as np
+
+    def reader() -> None:
+        r = np.random.default_rng()
+        while time.time() < stop:
+            v = r.standard_normal((1, 384)).astype(np.float32)
+            col.query(query_embeddings=v / np.linalg.norm(v), n_results=30, include=["distances"])
+
+    readers = [threading.Thread(target=reader) for _ in range(threads)]
+    for t in readers:
+        t.start()
+    return readers
+
+
 def run(seconds: float, spread: float, seed: int, hnsw: dict | None = None) -> dict:
     import chromadb
     import numpy as np
@@ -49,16 +66,7 @@ def run(seconds: float, spread: float, seed: int, hnsw: dict | None = None) -> d
     first = vectors(170)
     col.upsert(ids=[f"first{i}" for i in range(170)], embeddings=first)
     stop = time.time() + seconds
-
-    def reader() -> None:
-        r = np.random.default_rng()
-        while time.time() < stop:
-            v = r.standard_normal((1, 384)).astype(np.float32)
-            col.query(query_embeddings=v / np.linalg.norm(v), n_results=30, include=["distances"])
-
-    readers = [threading.Thread(target=reader) for _ in range(3)]
-    for t in readers:
-        t.start()
+    readers = query_beside(col, stop)
     batches, left_out, vecs_of = 0, [], {}
     while time.time() < stop:
         n = int(rng.integers(1, 17))

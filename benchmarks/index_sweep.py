@@ -25,7 +25,6 @@ import json
 import platform
 import statistics
 import tempfile
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -33,6 +32,8 @@ from pathlib import Path
 
 def run(seconds: float, spread: float, seed: int, sweep: bool) -> dict:
     import numpy as np
+
+    from chroma_unreached import query_beside  # this folder is the script's first path entry
 
     from skillbase.config import Settings
     from skillbase.memory import vectors
@@ -80,16 +81,7 @@ def run(seconds: float, spread: float, seed: int, sweep: bool) -> dict:
     write(170)
     col = index._cols["experiences"]
     stop = time.time() + seconds
-
-    def reader() -> None:
-        r = np.random.default_rng()
-        while time.time() < stop:
-            v = r.standard_normal((1, 384)).astype(np.float32)
-            col.query(query_embeddings=v / np.linalg.norm(v), n_results=30, include=["distances"])
-
-    readers = [threading.Thread(target=reader) for _ in range(3)]
-    for t in readers:
-        t.start()
+    readers = query_beside(col, stop)
     batches = 0
     while time.time() < stop:
         write(int(rng.integers(1, 17)))

@@ -67,8 +67,9 @@ def _lost_by_chroma(home: Path, chroma_url: str, item_id: str, text: str) -> str
     in about one run in five of the test below on a 2-core machine until each write checked for it and wrote
     such records again (``VectorIndex._unreached_of``; what stays out is answered from the index's mirror;
     benchmarks/chroma_unreached.py reproduces the loss with chroma alone). A record can also lose its way
-    in after its write, which that check does not see: this names it. Not a fault of the store's
-    visibility, which the test checks. None when it is anything else."""
+    in after its write, which that check does not see (later writes' sweeps and ``skillbase memory check``
+    do, in time): this names it. Not a fault of the store's visibility, which the test checks. None when it
+    is anything else."""
     import numpy as np
 
     from skillbase.config import Settings
