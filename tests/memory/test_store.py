@@ -907,7 +907,7 @@ def _hide_from_every_search(monkeypatch) -> set[str]:
 
 
 def test_a_record_that_loses_its_way_in_later_is_found_by_a_later_writes_sweep(open_store, make_settings,
-                                                                               monkeypatch, caplog):
+                                                                               monkeypatch):
     # A record found when written can lose its way in later (later inserts rewrite the HNSW graph's links):
     # writes look again for a few older records of their collection (at most once a second, here at every
     # write), from a cursor that goes round the collection in id order and is shared through the mirror by
