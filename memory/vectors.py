@@ -189,11 +189,7 @@ class Mirror:
         try:
             with self._tx():
                 self.conn.executemany("DELETE FROM unreached WHERE collection=? AND id=?", [(collection, i) for i in ids])
-                if unreached:
-                    self.conn.executemany(
-                        "INSERT INTO unreached(collection, id, vector) VALUES (?, ?, ?)",
-                        [(collection, i, np.asarray(v, dtype=np.float32).tobytes()) for i, v in unreached.items()],
-                    )
+                self._insert_unreached(collection, unreached or {})
                 self.conn.executemany(
                     "INSERT INTO meta(collection, id, metadata) VALUES (?, ?, ?) "
                     "ON CONFLICT(collection, id) DO UPDATE SET metadata=excluded.metadata",
@@ -331,13 +327,16 @@ class Mirror:
         """Keep records already written as unreached (found so by a sweep), with their vectors."""
         try:
             with self._tx():
-                self.conn.executemany(
-                    "INSERT INTO unreached(collection, id, vector) VALUES (?, ?, ?) "
-                    "ON CONFLICT(collection, id) DO UPDATE SET vector=excluded.vector",
-                    [(collection, i, np.asarray(v, dtype=np.float32).tobytes()) for i, v in vectors.items()],
-                )
+                self._insert_unreached(collection, vectors)
         finally:
             self._drop(collection, [])
+
+    def _insert_unreached(self, collection: str, vectors: dict[str, np.ndarray]) -> None:
+        self.conn.executemany(
+            "INSERT INTO unreached(collection, id, vector) VALUES (?, ?, ?) "
+            "ON CONFLICT(collection, id) DO UPDATE SET vector=excluded.vector",
+            [(collection, i, np.asarray(v, dtype=np.float32).tobytes()) for i, v in vectors.items()],
+        )
 
     def ids_after(self, collection: str, after: str, limit: int) -> list[str]:
         """Up to ``limit`` of ``collection``'s ids greater than ``after``, in order."""
@@ -694,8 +693,7 @@ class VectorIndex:
         ids = self._mirror.ids_after(collection, after, limit)
         # At the end of the collection the next sweep starts again from its first record.
         self._sweep_at[key] = ids[-1] if len(ids) == limit else ""
-        kept = set(self._mirror.unreached(collection)[0])
-        return self._look_again(collection, [i for i in ids if i not in skip and i not in kept])
+        return self._look_again(collection, [i for i in ids if i not in skip])
 
     def check_page(self, collection: str, after: str, seq: int) -> tuple[str | None, int, int]:
         """One page of a full check (``skillbase memory check``, and after a rebuild): look for the next
@@ -707,32 +705,36 @@ class VectorIndex:
         ids = self._mirror.ids_after(collection, after, SWEEP_PAGE)
         if not ids:
             return None, 0, 0
-        kept = set(self._mirror.unreached(collection)[0])
-        looked, lost = self._look_again(collection, [i for i in ids if i not in kept], report=False, seq=seq)
+        looked, lost = self._look_again(collection, ids, report=False, seq=seq)
         return ids[-1], looked, lost
 
     def _look_again(self, collection: str, ids: list[str], report: bool = True,
                     seq: int | None = None) -> tuple[int, int]:
-        """Look for records by their own vectors (from chroma) and keep those its search does not reach as
-        unreached; returns (records looked for, newly kept). Inside a write, or with ``seq`` outside one:
-        then a write of its own is begun only when some are lost."""
+        """Look for records by their own vectors (from chroma), passing over those already kept as
+        unreached, and keep those its search does not reach; returns (records looked for, newly kept).
+        Inside a write, or with ``seq`` outside one: then a write of its own is begun only when some are
+        lost, and only those are looked for again in it."""
+        kept = set(self._mirror.unreached(collection)[0])
+        ids = [i for i in ids if i not in kept]
         if not ids:
             return 0, 0
         got = self._cols[collection].get(ids=ids, include=["embeddings"])
         if not got["ids"]:
             return 0, 0
         ids, vecs = list(got["ids"]), np.asarray(got["embeddings"], dtype=np.float32)
+        looked = len(ids)
         if seq is not None:
             missing = self._missing(collection, ids, vecs)
             if not missing:
-                return len(ids), 0
+                return looked, 0
+            ids, vecs = [ids[n] for n in missing], vecs[missing]
             self.begin_write()
         lost = self._unreached_of(collection, ids, vecs, report)
         if lost:
             self._mirror.add_unreached(collection, lost)
         if seq is not None:
             self.end_write(seq)
-        return len(ids), len(lost)
+        return looked, len(lost)
 
     def _missing(self, collection: str, ids: list[str], vecs: np.ndarray) -> list[int]:
         """The positions of the records chroma's search does not return among the four nearest to their own

@@ -755,6 +755,11 @@ def skills_import(ctx: typer.Context, path: Path, approve: Annotated[bool, typer
 # ---------------------------------------------------------------------------
 
 
+def _counts(counts: dict[str, int]) -> str:
+    """'attempts 3, experiences 1': counts by name, in name order."""
+    return ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+
+
 @memory_app.command("stats")
 def memory_stats(ctx: typer.Context, as_json: Json = False) -> None:
     """Counts per record kind, index lag and disk use."""
@@ -767,8 +772,8 @@ def memory_stats(ctx: typer.Context, as_json: Json = False) -> None:
         out.print(f"index lag {s.index_lag} changes; disk " + ", ".join(
             f"{k} {v / 2**20:.1f} MiB" for k, v in s.disk_bytes.items()))
         if s.index_unreached:
-            out.print("records chroma's search does not reach, answered from the index's mirror: " + ", ".join(
-                f"{k} {v}" for k, v in sorted(s.index_unreached.items())))
+            out.print("records chroma's search does not reach, answered from the index's mirror: "
+                      + _counts(s.index_unreached))
 
     run(as_json, lambda: _sb(ctx).stats(), render)
 
@@ -777,15 +782,14 @@ def memory_stats(ctx: typer.Context, as_json: Json = False) -> None:
 def memory_check(ctx: typer.Context, as_json: Json = False) -> None:
     """Look for every indexed record by its own vector; answer those the index no longer reaches from its mirror."""
     def render(c) -> None:
-        out.print(f"looked for {sum(c.looked_for.values())} records in {c.seconds:.1f} s ("
-                  + ", ".join(f"{k} {v}" for k, v in sorted(c.looked_for.items())) + ")")
+        out.print(f"looked for {sum(c.looked_for.values())} records in {c.seconds:.1f} s ({_counts(c.looked_for)})")
         if c.newly_unreached:
             out.print("no longer reached by chroma's search, answered from the index's mirror from now on: "
-                      + ", ".join(f"{k} {v}" for k, v in sorted(c.newly_unreached.items())))
+                      + _counts(c.newly_unreached))
         else:
             out.print("no record newly out of chroma's reach")
         if c.unreached:
-            out.print("answered from the mirror in all: " + ", ".join(f"{k} {v}" for k, v in sorted(c.unreached.items())))
+            out.print("answered from the mirror in all: " + _counts(c.unreached))
 
     run(as_json, lambda: with_spinner("checking the index", _sb(ctx).check_index), render)
 
