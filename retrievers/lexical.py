@@ -248,14 +248,22 @@ def _bm25s():
     server process took about three quarters of the GPU's memory that way (JAX preallocates), the
     memory the kernels being measured need, and eight `serve --workers` processes ran the GPU out of
     memory (recalls failed). This index never uses that backend. A JAX the caller imported already
-    is left as it is."""
-    if "bm25s" not in sys.modules and "jax" not in sys.modules:
-        sys.modules["jax"] = None  # type: ignore[assignment]  # `import jax` raises ImportError meanwhile
+    is left as it is.
+
+    bm25s also sets its own logger to DEBUG when imported, so an application with any root handler
+    (``logging.basicConfig(level=logging.WARNING)``, or the MCP SDK's) printed "Building index from
+    tokens" on every index built: imported here first, that logger goes to WARNING."""
+    if "bm25s" not in sys.modules:
+        hide_jax = "jax" not in sys.modules
+        if hide_jax:
+            sys.modules["jax"] = None  # type: ignore[assignment]  # `import jax` raises ImportError meanwhile
         try:
             import bm25s  # noqa: F401
         finally:
-            if sys.modules.get("jax", 0) is None:
+            if hide_jax and sys.modules.get("jax", 0) is None:
                 del sys.modules["jax"]
+        if logging.getLogger("bm25s").level == logging.DEBUG:
+            logging.getLogger("bm25s").setLevel(logging.WARNING)
     import bm25s
 
     return bm25s

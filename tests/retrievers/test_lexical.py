@@ -200,3 +200,22 @@ def test_bm25s_is_imported_without_starting_jax(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert marker.read_text() == "imported"  # by the caller's own `import jax`, after bm25s
+
+
+def test_building_an_index_prints_nothing_under_an_applications_logging():
+    """bm25s sets its own logger to DEBUG when imported: an application with a root handler (here
+    ``basicConfig`` at WARNING, as the MCP SDK's server sets up) printed "DEBUG:bm25s:Building index
+    from tokens" for every index built. A fresh process, so that skillbase imports bm25s first."""
+    import subprocess
+    import sys
+
+    code = (
+        "import logging\n"
+        "logging.basicConfig(level=logging.WARNING)\n"
+        "from skillbase.retrievers.lexical import build_segment, Doc\n"
+        "build_segment([Doc('a', ['bank', 'conflicts'], {}), Doc('b', ['vectorized'], {})], 1)\n"
+        "logging.getLogger('bm25s').warning('a warning still shows')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stderr.strip().splitlines() == ["WARNING:bm25s:a warning still shows"], out.stderr[-2000:]
