@@ -31,6 +31,7 @@ from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetad
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import ConfigDict
 
+from skillbase.config import usable_cores
 from skillbase.version import __version__
 from skillbase.mcp_server.prompts import INSTRUCTIONS, optimize_kernel_prompt
 from skillbase.errors import NotFound, SkillbaseError
@@ -103,10 +104,10 @@ OTHER_THREADS = 4
 
 
 def tool_threads() -> int:
-    """Threads that run searches at once (SKILLBASE_TOOL_THREADS; default the cores, 2 to 4).
+    """Threads that run searches at once (SKILLBASE_TOOL_THREADS; default the usable cores, 2 to 4).
     Long-running tools (benchmarks), key lookups (QUICK_TOOLS), lesson writes (WRITE_TOOLS) and
     the other tools have pools of their own."""
-    return int(os.environ.get("SKILLBASE_TOOL_THREADS") or max(2, min(4, os.cpu_count() or 2)))
+    return int(os.environ.get("SKILLBASE_TOOL_THREADS") or max(2, min(4, usable_cores())))
 
 
 # Per caller, the ledger positions of its writes: each tool call runs in a context of its own, and a

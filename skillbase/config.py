@@ -6,6 +6,7 @@ after ``Settings.from_env()`` has built them.
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 from typing import Literal
@@ -15,11 +16,23 @@ from pydantic import BaseModel, ConfigDict, Field
 from skillbase.errors import ConfigError
 
 
+@functools.cache
+def usable_cores() -> int:
+    """The cores this process may run on: the host's, fewer where its CPU affinity (``taskset``, a
+    container's cpuset) or a cgroup CPU quota (a container's ``--cpus``, rounded up) allows fewer, or
+    ``LOKY_MAX_CPU_COUNT`` says so (joblib's loky reads all three). Every pool sized from "the cores"
+    uses this, not ``os.cpu_count()``, which counts the host's: a server in a 2-CPU container on a
+    64-core host ran 4 search threads and 4 threads of the embedding model on its 2 CPUs."""
+    from joblib.externals.loky import cpu_count
+
+    return max(1, cpu_count(only_physical_cores=False))
+
+
 def default_embedding_threads(processes: int = 1) -> int:
     """Threads that run the embedding model in each of ``processes`` processes sharing a host: half the
-    cores (at most 4) divided among them, at least 1. OpenMP threads that find their core busy stall
-    every barrier: on a loaded 2-core machine two threads ran 7x slower than one."""
-    return max(1, min(4, (os.cpu_count() or 2) // (2 * processes)))
+    usable cores (at most 4) divided among them, at least 1. OpenMP threads that find their core busy
+    stall every barrier: on a loaded 2-core machine two threads ran 7x slower than one."""
+    return max(1, min(4, usable_cores() // (2 * processes)))
 
 
 class Settings(BaseModel):

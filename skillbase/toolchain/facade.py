@@ -18,14 +18,13 @@ one is required).
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 from collections import OrderedDict
 from pathlib import Path
 from typing import Callable
 
-from skillbase.config import Settings
+from skillbase.config import Settings, usable_cores
 from skillbase.errors import InvalidInput, LimitExceeded, NotFound, TaskError, ToolchainUnavailable
 from skillbase.models import (BenchReport, Candidate, Check, CompileReport, CorrectnessReport, Diagnostic,
                               ErrorInfo, Hardware, ProfileReport, TaskInfo, TimingStats, content_hash)
@@ -56,7 +55,7 @@ class Toolchain:
     def __init__(self, settings: Settings, *, timing_budget_s: float = 1.0, target_ci: float = 0.01,
                  cpu_workers: int | None = None):
         self.settings = settings
-        self.cpu_workers = cpu_workers or min(2, os.cpu_count() or 1)
+        self.cpu_workers = cpu_workers or min(2, usable_cores())
         remote = None
         if settings.ray_address:  # evaluations go to a Ray cluster's actors (skillbase[ray])
             from skillbase.toolchain.ray_pool import RayBackend

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from skillbase.config import Settings
+from skillbase.config import Settings, usable_cores
 from skillbase.toolchain.cache import toolchain_versions
 from skillbase.toolchain.verify import CPU_MALLOC_PERTURB
 
@@ -65,8 +65,8 @@ def worker_env(settings: Settings, kind: str, gpu: int | None, base: dict[str, s
         "TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"),
         "TORCH_EXTENSIONS_DIR": str(cache / "torch_extensions"),
         "TRITON_DEFAULT_FP_FUSION": env.get("TRITON_DEFAULT_FP_FUSION", "1"),
-        # CUDA C++ extension builds (ninja) use every core.
-        "MAX_JOBS": env.get("MAX_JOBS") or str(os.cpu_count() or 1),
+        # CUDA C++ extension builds (ninja) use every core this process may run on.
+        "MAX_JOBS": env.get("MAX_JOBS") or str(usable_cores()),
     })
     env.pop("TRITON_INTERPRET", None)
     if kind == "cpu":

@@ -235,7 +235,7 @@ def test_searches_get_as_many_threads_as_cores_two_to_four(monkeypatch):
 
     monkeypatch.delenv("SKILLBASE_TOOL_THREADS", raising=False)
     for cores, threads in ((1, 2), (2, 2), (3, 3), (16, 4)):
-        monkeypatch.setattr(server.os, "cpu_count", lambda c=cores: c)
+        monkeypatch.setattr(server, "usable_cores", lambda c=cores: c)
         assert server.tool_threads() == threads
     monkeypatch.setenv("SKILLBASE_TOOL_THREADS", "7")
     assert server.tool_threads() == 7

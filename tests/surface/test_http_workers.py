@@ -259,9 +259,10 @@ def test_a_worker_takes_a_connection_only_while_no_live_worker_holds_fewer():
 
 
 def test_workers_share_one_process_s_embedding_threads(monkeypatch):
+    from skillbase import config
     from skillbase.mcp_server import workers
 
-    monkeypatch.setattr(workers.os, "cpu_count", lambda: 16)
+    monkeypatch.setattr(config, "usable_cores", lambda: 16)
     assert [workers.worker_threads(n) for n in (1, 2, 4, 8, 16)] == [4, 4, 2, 1, 1]
-    monkeypatch.setattr(workers.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(config, "usable_cores", lambda: 2)
     assert workers.worker_threads(2) == 1
