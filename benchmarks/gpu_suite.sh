@@ -207,6 +207,26 @@ PYEOF
       # @dirtylock: they wait for it during another process's write in progress, as before the twelfth round;
       # @phases: each recall's time by step (benchmarks/phases, summed by benchmarks/recall_phases.py). The
       # suffixes that put a sitecustomize on PYTHONPATH (spin, lockread, dirtylock, phases) do not combine.
+      # @pin2: the server (and chroma) held to two CPUs of different physical cores, the clients (4
+      # processes, as on the 2-core machine) on eight others; @same2: everything on those same two CPUs.
+      read -r PIN_SERVER PIN_CLIENTS < <($PY - <<'PY'
+import os
+def core(c):
+    t = f"/sys/devices/system/cpu/cpu{c}/topology/"
+    try:
+        return open(t + "physical_package_id").read().strip(), open(t + "core_id").read().strip()
+    except OSError:
+        return c
+free = sorted(os.sched_getaffinity(0))
+server = []
+for c in free:
+    if len(server) < 2 and core(c) not in {core(s) for s in server}:
+        server.append(c)
+clients = [c for c in free if core(c) not in {core(s) for s in server}][:8]
+print(",".join(map(str, server)), ",".join(map(str, clients)))
+PY
+)
+      echo "pinning: server CPUs $PIN_SERVER, client CPUs $PIN_CLIENTS" | tee -a "$OUT/mcp_load_cores.txt"
       mkdir -p /tmp/spin "$OUT/load"
       printf '%s\n' "from skillbase.memory import onnx_encoder as _e" \
         "_e.OnnxEncoder.__init__.__defaults__ = (False, True)  # one_at_a_time, spin" > /tmp/spin/sitecustomize.py
@@ -233,10 +253,12 @@ PYEOF
           c*) args=(--clients "${base#c}" --calls 30 --chroma server --workers "${LOAD_WIDE:-4}") ;;
           *) args=(--clients 16 --calls 150 --servers "$base") ;;
         esac
+        case $spec in *@pin2*) args+=(--server-cpus "$PIN_SERVER" --client-cpus "$PIN_CLIENTS" --procs 4) ;; esac
+        case $spec in *@same2*) args+=(--server-cpus "$PIN_SERVER" --client-cpus "$PIN_SERVER" --procs 4) ;; esac
         name=${spec//@/_}
         n=1; while [ -e "$OUT/load/mcp_load_$name.json" ]; do n=$((n + 1)); name=${spec//@/_}_$n; done  # a spec run again
         echo "== $spec ${envs[*]}"
-        env "${envs[@]}" timeout "${LOAD_LIMIT:-150}" $PY benchmarks/mcp_load.py "${args[@]}" --procs "${LOAD_PROCS:-16}" \
+        env "${envs[@]}" timeout "${LOAD_LIMIT:-150}" $PY benchmarks/mcp_load.py --procs "${LOAD_PROCS:-16}" "${args[@]}" \
           --out "$OUT/load/mcp_load_$name.json" 2>&1 | tee "$OUT/load/mcp_load_$name.log" | grep -v "^\s*$" | tail -12
         [ "${PIPESTATUS[0]}" = 0 ] || status=1
         if [ -n "$phases" ]; then

@@ -9,6 +9,7 @@
     python benchmarks/mcp_load.py --clients 16 --calls 150 --rate 48,96,144                # paced: latency at a given load
     python benchmarks/mcp_load.py --clients 16 --calls 150 --servers 2 --chroma server     # two server processes, one store
     python benchmarks/mcp_load.py --clients 16 --calls 150 --workers 2 --chroma server     # the same on one port
+    python benchmarks/mcp_load.py --clients 16 --calls 150 --server-cpus 0,1 --client-cpus 2-9   # clients off the server's cores
 
 The server is the real one, started as a subprocess (``python -m skillbase serve --transport
 http`` with a bearer token, on a loopback port) over a seeded store (a fresh one, or a copy of
@@ -49,6 +50,12 @@ and polls through the last (a lesson crossing processes), and the server CPU is 
 embedded index every process reopens its chroma client after another one wrote. ``--workers N`` is the
 same store served by one ``skillbase serve --workers N`` on one port (N worker processes, each client
 connection handed to one of them by the kernel); the server CPU is the sum over its workers.
+
+``--server-cpus`` / ``--client-cpus`` pin each side (``sched_setaffinity``, inherited by the server's
+workers and a chroma server): on a host with cores to spare, a server held to two of them with the
+clients on others measures the server alone, as agents on other machines would load it; both on the
+same two is this benchmark's 2-core arrangement, for comparing the host's cores with another
+machine's. The busy share of each side's CPUs is reported apart.
 """
 
 from __future__ import annotations
@@ -124,28 +131,46 @@ def seed_home(home: Path, source: Path | None, chroma_url: str | None) -> None:
                        stdout=subprocess.DEVNULL)
 
 
-def start_chroma(path: Path) -> tuple[subprocess.Popen, str]:
-    """A real `chroma run` server on a loopback port (the CLI the chromadb wheel ships)."""
+def parse_cpus(text: str | None) -> set[int] | None:
+    """'0,1' or '2-9' or '0,4-7' -> the CPU numbers; None when not given."""
+    if not text:
+        return None
+    cpus: set[int] = set()
+    for part in text.split(","):
+        lo, _, hi = part.strip().partition("-")
+        cpus.update(range(int(lo), int(hi or lo) + 1))
+    return cpus
+
+
+def _pinned(cpus: set[int] | None):
+    """A ``preexec_fn`` that runs the child on ``cpus`` only (its own children inherit that)."""
+    return (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
+
+
+def start_chroma(path: Path, cpus: set[int] | None = None) -> tuple[subprocess.Popen, str]:
+    """A real `chroma run` server on a loopback port (the CLI the chromadb wheel ships), on ``cpus``."""
     exe = Path(sys.executable).parent / "chroma"
     port = _free_port()
     log = open(path / "chroma.log", "wb")
     proc = subprocess.Popen([str(exe if exe.exists() else shutil.which("chroma")), "run", "--path",
                              str(path / "chroma-data"), "--host", "127.0.0.1", "--port", str(port)],
-                            stdout=log, stderr=subprocess.STDOUT)
+                            stdout=log, stderr=subprocess.STDOUT, preexec_fn=_pinned(cpus))
     url = f"http://127.0.0.1:{port}"
     _wait(lambda: urllib.request.urlopen(f"{url}/api/v2/heartbeat", timeout=1).read(), proc, "chroma")
     return proc, url
 
 
-def start_server(home: Path, port: int, chroma_url: str | None, log_path: Path, workers: int = 1) -> subprocess.Popen:
-    """`skillbase serve --transport http` with a token on 127.0.0.1:port (``workers`` processes)."""
+def start_server(home: Path, port: int, chroma_url: str | None, log_path: Path, workers: int = 1,
+                 cpus: set[int] | None = None) -> subprocess.Popen:
+    """`skillbase serve --transport http` with a token on 127.0.0.1:port (``workers`` processes), on ``cpus``."""
     env = {**os.environ, "SKILLBASE_HOME": str(home), "SKILLBASE_TOKEN": TOKEN, "PYTHONPATH": python_path(),
            "SKILLBASE_DEVICE": "cpu"}
     if chroma_url:
         env["SKILLBASE_CHROMA_URL"] = chroma_url
     cmd = [sys.executable, "-m", "skillbase", "serve", "--transport", "http", "--port", str(port),
            "--root", str(ROOT), *(["--workers", str(workers)] if workers > 1 else [])]
-    proc = subprocess.Popen(cmd, env=env, cwd=str(ROOT), stdout=open(log_path, "wb"), stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(cmd, env=env, cwd=str(ROOT), stdout=open(log_path, "wb"), stderr=subprocess.STDOUT,
+                            preexec_fn=_pinned(cpus))
 
     def ready():
         with socket.create_connection(("127.0.0.1", port), timeout=1):
@@ -276,9 +301,12 @@ def _run_loop(coro, loop: str):
 
 
 def client_group(url: str, clients: list[int], calls: int, mix: tuple[str, ...], label: str, barrier, out,
-                 loop: str = "asyncio", rate: float | None = None, n_clients: int = 1) -> None:
+                 loop: str = "asyncio", rate: float | None = None, n_clients: int = 1,
+                 cpus: set[int] | None = None) -> None:
     """One client process: its MCP sessions open, wait at the barrier, then run their calls (paced
-    when ``rate``, the calls/s all ``n_clients`` offer together)."""
+    when ``rate``, the calls/s all ``n_clients`` offer together), on ``cpus`` when given."""
+    if cpus:
+        os.sched_setaffinity(0, cpus)
     interval = n_clients / rate if rate else None
 
     async def main():
@@ -451,12 +479,15 @@ def ledger_counts(home: Path, label: str) -> dict:
 
 def run_load(urls: list[str], home: Path, n_clients: int, calls: int, mix_name: str, procs: int, probes: int,
              server_pids: list[int], loop: str = "asyncio", profile_clients: Path | None = None,
-             profile_cpu: bool = False, rate: float | None = None, chroma_pid: int | None = None) -> dict:
+             profile_cpu: bool = False, rate: float | None = None, chroma_pid: int | None = None,
+             client_cpus: set[int] | None = None, server_cpus: set[int] | None = None) -> dict:
     """N clients x ``calls`` calls against the running servers (``urls``, one per server process,
     ``server_pids`` in the same order), plus the visibility probe. ``chroma_pid``: the chroma
     server's process, whose CPU is reported beside the servers'.
     ``profile_clients``: py-spy every client process during the load (one raw profile each, there).
-    ``rate``: the calls/s the clients offer together (paced); None: each calls again once answered."""
+    ``rate``: the calls/s the clients offer together (paced); None: each calls again once answered.
+    ``client_cpus`` / ``server_cpus``: where the client processes run, and the server's CPUs, whose
+    busy share is reported apart."""
     mix = MIXES[mix_name]
     label = f"load-{uuid.uuid4().hex[:8]}"
     procs = max(1, min(procs, n_clients))
@@ -467,7 +498,8 @@ def run_load(urls: list[str], home: Path, n_clients: int, calls: int, mix_name: 
     ctx = mp.get_context("spawn")
     barrier, out = ctx.Barrier(procs + 1), ctx.Queue()
     workers = [ctx.Process(target=client_group,
-                           args=(urls[i % len(urls)], g, calls, mix, label, barrier, out, loop, rate, n_clients),
+                           args=(urls[i % len(urls)], g, calls, mix, label, barrier, out, loop, rate, n_clients,
+                                 client_cpus),
                            daemon=True)
                for i, g in enumerate(groups)]
     for w in workers:
@@ -483,6 +515,7 @@ def run_load(urls: list[str], home: Path, n_clients: int, calls: int, mix_name: 
     threads0 = {pid: thread_cpu_seconds(pid) for pid in server_pids}
     chroma_cpu0 = cpu_seconds(chroma_pid) if chroma_pid else 0.0
     machine0 = _cpu_times()
+    per_cpu0 = _per_cpu_times()
 
     async def probe_and_collect():
         probe = asyncio.create_task(visibility_probe(urls[0], urls[-1], label, probes, 1.0, stop_at=time.time() + 3600))
@@ -497,6 +530,9 @@ def run_load(urls: list[str], home: Path, n_clients: int, calls: int, mix_name: 
     server_cpu = sum(server_cpu_each)
     chroma_cpu = cpu_seconds(chroma_pid) - chroma_cpu0 if chroma_pid else None
     machine_busy = _busy_share(machine0, _cpu_times())
+    per_cpu1 = _per_cpu_times()
+    pinned_busy = {name: _busy_share(*_summed(per_cpu0, per_cpu1, cpus))
+                   for name, cpus in (("server_cpus", server_cpus), ("client_cpus", client_cpus)) if cpus}
     n_answered = len([r for r in rows if r["error"] is None])
     by_role: dict[str, float] = {}
     for pid in server_pids:  # the N servers' threads by role, added up
@@ -551,6 +587,11 @@ def run_load(urls: list[str], home: Path, n_clients: int, calls: int, mix_name: 
         # The share of all the machine's cores busy over the run (/proc/stat, every process): below 1,
         # the cores were not what the calls waited for.
         "machine_busy_share": machine_busy,
+        # With --server-cpus / --client-cpus: the CPUs each side was pinned to, and their busy share.
+        "server_cpus": sorted(server_cpus) if server_cpus else None,
+        "client_cpus": sorted(client_cpus) if client_cpus else None,
+        "server_cpus_busy_share": pinned_busy.get("server_cpus"),
+        "client_cpus_busy_share": pinned_busy.get("client_cpus"),
         "server_cpu_ms_per_call_by_thread": by_role,
         "server_cores_by_process": sorted((round(c / wall, 2) for c in server_cpu_each), reverse=True),
         "recall_p50_ms_by_client": [round(x, 1) for x in client_p50],
@@ -591,8 +632,22 @@ def main(argv: list[str] | None = None) -> dict:
                          "processes are spread over them")
     ap.add_argument("--workers", type=int, default=1,
                     help="`skillbase serve --workers N`: N processes on one port (needs --chroma server)")
+    ap.add_argument("--server-cpus", default=None,
+                    help="run the server processes (and a chroma server) on these CPUs only, e.g. 0,1 "
+                         "(sched_setaffinity; the server sizes its threads for them)")
+    ap.add_argument("--client-cpus", default=None,
+                    help="run the client processes (and this driver) on these CPUs only, e.g. 2-9: the load "
+                         "generator off the server's cores, as clients on other machines would be")
     ap.add_argument("--out", type=Path, help="write the JSON here (default: print the summary only)")
     args = ap.parse_args(argv)
+    try:
+        server_cpus, client_cpus = parse_cpus(args.server_cpus), parse_cpus(args.client_cpus)
+    except ValueError:
+        ap.error("--server-cpus / --client-cpus take CPU numbers and ranges, e.g. 0,1 or 2-9")
+    for cpus in (server_cpus, client_cpus):
+        if cpus and not cpus <= os.sched_getaffinity(0):
+            ap.error(f"CPUs {sorted(cpus - os.sched_getaffinity(0))} are not available here "
+                     f"(this process may use {sorted(os.sched_getaffinity(0))})")
     if args.servers < 1:
         ap.error("--servers takes 1 or more")
     if args.workers > 1 and (args.servers > 1 or args.chroma != "server"):
@@ -608,7 +663,7 @@ def main(argv: list[str] | None = None) -> dict:
     chroma = None
     try:
         if args.chroma == "server":
-            chroma, chroma_url = start_chroma(tmp)
+            chroma, chroma_url = start_chroma(tmp, server_cpus)
         else:
             chroma_url = None
         home = tmp / "home"
@@ -620,8 +675,11 @@ def main(argv: list[str] | None = None) -> dict:
         servers, urls = [], []
         for i in range(args.servers):
             port = _free_port()
-            servers.append(start_server(home, port, chroma_url, tmp / f"server{i or ''}.log", args.workers))
+            servers.append(start_server(home, port, chroma_url, tmp / f"server{i or ''}.log", args.workers,
+                                        server_cpus))
             urls.append(f"http://127.0.0.1:{port}/mcp")
+        if client_cpus:  # the driver (warm-up, probes, counting) runs beside the clients
+            os.sched_setaffinity(0, client_cpus)
         runs = []
         load_before = os.getloadavg()
         cpu_before = _cpu_times()
@@ -641,7 +699,8 @@ def main(argv: list[str] | None = None) -> dict:
                         r = run_load(urls, home, n, args.calls, args.mix, args.procs, args.probes,
                                      pids, loop,
                                      args.profile if args.profile and args.profile_clients else None,
-                                     args.profile_cpu, rate, chroma.pid if chroma is not None else None)
+                                     args.profile_cpu, rate, chroma.pid if chroma is not None else None,
+                                     client_cpus, server_cpus)
                         runs.append(r)
                         try:
                             _print(r)
@@ -664,7 +723,8 @@ def main(argv: list[str] | None = None) -> dict:
                       "throughput = answered calls / seconds from the barrier to the last answer; "
                       "records counted in the ledger by session afterwards",
             "runs": runs,
-            "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version(),
+            "machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
+                        "cpu_model": _cpu_model(), "python": platform.python_version(),
                         "load_average_before": [round(x, 2) for x in load_before],
                         "load_average_after": [round(x, 2) for x in os.getloadavg()],
                         "python_loop_ms": speed_ms, "cpu_stolen_share": _stolen_share(cpu_before, _cpu_times())},
@@ -708,6 +768,33 @@ def _cpu_times() -> list[int] | None:
         return None  # not Linux
 
 
+def _per_cpu_times() -> dict[int, list[int]]:
+    """/proc/stat's counters of each CPU ('cpuN' lines); empty off Linux."""
+    try:
+        with open("/proc/stat") as f:
+            return {int(p[0][3:]): [int(x) for x in p[1:]] for p in (line.split() for line in f)
+                    if p and p[0].startswith("cpu") and p[0][3:].isdigit()}
+    except (OSError, ValueError):
+        return {}
+
+
+def _summed(before: dict[int, list[int]], after: dict[int, list[int]], cpus: set[int]):
+    """(before, after) counters of ``cpus`` added up, for ``_busy_share``."""
+    def total(times):
+        rows = [times[c] for c in cpus if c in times]
+        return [sum(col) for col in zip(*rows)] if rows and len(rows) == len(cpus) else None
+
+    return total(before), total(after)
+
+
+def _cpu_model() -> str | None:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), None)
+    except OSError:
+        return None
+
+
 def _stolen_share(before: list[int] | None, after: list[int] | None) -> float | None:
     """The share of the machine's CPU time its hypervisor gave to others meanwhile (/proc/stat's steal)."""
     if not before or not after or len(before) < 8:
@@ -745,6 +832,12 @@ def _print(r: dict) -> None:
           f"({r['answered']}/{r['calls']} answered in {r['wall_s']} s, wall clock); CPU per call: server "
           f"{r['server_cpu_ms_per_call']} ms ({r['server_cpu_share']} cores), clients {r['client_cpu_ms_per_call']} ms "
           f"(process CPU time){chroma_cpu}; the machine's cores {busy} busy")
+    if r.get("server_cpus"):
+        share = r.get("server_cpus_busy_share")
+        print(f"  pinned: server on CPUs {r['server_cpus']} ({'?' if share is None else f'{100 * share:.0f} %'} busy), "
+              f"clients on {r['client_cpus'] or 'any'}"
+              + (f" ({100 * r['client_cpus_busy_share']:.0f} % busy)" if r.get("client_cpus_busy_share") is not None
+                 else ""))
     for tool, t in r["tools"].items():
         lat = t["latency"]
         if lat.get("n"):
