@@ -70,6 +70,15 @@ OVERFETCH = (256, 2048)
 INDEX_FORMAT = "2"  # 2: chroma holds ids and vectors; metadata and documents live in the mirror
 METADATA_CACHE = 8192  # decoded metadata rows kept per process
 QUERY_ANSWERS = 512  # kNN answers kept per process
+# Each collection's HNSW graph: 32 links a node, built with a candidate list of 200 (chroma's defaults are
+# 16 and 100). Lessons and attempts are often near-duplicates (the same advice on several tasks, one kernel
+# benchmarked again), where chroma's graph leaves records out of every search's reach: in
+# `benchmarks/index_sweep.py` (8,600-9,000 records in tight clusters, written for 40 s beside three
+# readers) 10 records ended out of reach against 87 with the defaults, 6 of them unknown to the index until
+# a full check against 68; writes cost 20.3 ms against 18.8, and 16 clients x 150 calls moved within the
+# runs' spread (docs/benchmarks.md, fifteenth round). chroma keeps a collection's graph settings from its
+# creation: a store made before keeps its graph until `skillbase memory reindex` makes it again.
+COLLECTION_METADATA = {"hnsw:space": "cosine", "hnsw:M": 32, "hnsw:construction_ef": 200}
 
 
 class MemoryIndexWarning(UserWarning):
@@ -615,7 +624,7 @@ class VectorIndex:
             client = _http_client(self.settings.chroma_url, self.settings.chroma_token, chroma_settings)
         self._client = client
         self._cols = {
-            c: client.get_or_create_collection(self._name(c), metadata={"hnsw:space": "cosine"}, embedding_function=None)
+            c: client.get_or_create_collection(self._name(c), metadata=dict(COLLECTION_METADATA), embedding_function=None)
             for c in COLLECTIONS
         }
         self.refresh_counts()

@@ -236,6 +236,38 @@ def test_reindex_replaces_the_collections(open_store, make_settings):
     assert store.stats().index_counts["attempts"] == 4 and len(store.search("attempts", "softmax", k=10)) == 4
 
 
+def test_collections_get_a_denser_graph_and_an_older_store_keeps_its_own_until_reindexed(
+        open_store, make_settings, monkeypatch):
+    # With 32 links a node built from 200 candidates (chroma's defaults: 16 and 100) chroma's graph leaves
+    # near-duplicate records out of every search's reach far less often (vectors.COLLECTION_METADATA).
+    # chroma keeps a collection's graph settings from its creation: an older store opens as it is, and
+    # `reindex` makes its collections again with the denser graph.
+    def graphs(store) -> set[tuple[int, int]]:
+        store.search("attempts", "softmax", k=1)  # the index open
+        return {(col.configuration["hnsw"]["max_neighbors"], col.configuration["hnsw"]["ef_construction"])
+                for col in store.vectors._cols.values()}
+
+    fresh = open_store(make_settings("fresh"))
+    assert graphs(fresh) == {(32, 200)}
+    fresh.close()
+
+    settings = make_settings("older")
+    denser = vectors.COLLECTION_METADATA
+    monkeypatch.setattr(vectors, "COLLECTION_METADATA", {"hnsw:space": "cosine"})  # what older releases made
+    store = open_store(settings)
+    ids = {a.id for a in store.record_attempts([attempt(i) for i in range(4)])}
+    store.sync()
+    assert graphs(store) == {(16, 100)}
+    store.close()
+    monkeypatch.setattr(vectors, "COLLECTION_METADATA", denser)
+    store = open_store(settings)
+    assert graphs(store) == {(16, 100)}
+    assert {h.id for h in store.search("attempts", "softmax", k=10)} == ids
+    assert store.reindex() == 4
+    assert graphs(store) == {(32, 200)}
+    assert {h.id for h in store.search("attempts", "softmax", k=10)} == ids
+
+
 def test_an_index_of_the_older_layout_is_rebuilt_once(embedded_settings, open_store):
     import sqlite3
 
