@@ -52,6 +52,11 @@ class StoreStats(Record):
     index_counts: dict[str, int] = Field(default_factory=dict, description="records per chroma collection")
     index_unreached: dict[str, int] = Field(
         default_factory=dict, description="records per collection chroma's search does not reach, answered from the mirror")
+    index_graphs: dict[str, dict[str, int]] = Field(
+        default_factory=dict, description="each collection's HNSW graph: links a node, candidates an insert weighs")
+    index_sparser: list[str] = Field(
+        default_factory=list, description="collections made with a sparser graph than new ones "
+                                          "(`skillbase memory reindex` makes them again)")
     graph_counts: dict[str, int] = Field(default_factory=dict, description="graph nodes per kind, edges per kind")
     disk_bytes: dict[str, int] = Field(description="bytes on disk: ledger (with WAL), chroma, graph, cache")
     chroma: str = Field(description="'embedded <path>' or 'server <url>'")

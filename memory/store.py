@@ -862,12 +862,14 @@ class Store:
         index_seq: int | None = None
         index_counts: dict[str, int] = {}
         index_unreached: dict[str, int] = {}
+        index_graphs: dict[str, dict[str, int]] = {}
         try:
             with self.vectors.session():
                 state = self.vectors.ready()
                 index_seq = state["seq"]
                 index_counts = self.vectors.counts()
                 index_unreached = self.vectors.unreached_counts()
+                index_graphs = self.vectors.graphs()
         except Exception as e:
             log.warning("the vector index could not be read: %s", e)
         with self._glock:
@@ -880,6 +882,7 @@ class Store:
             ledger_seq=ledger_seq, index_seq=index_seq, graph_seq=graph_seq, snapshot_seq=snapshot_seq,
             index_lag=ledger_seq - index_seq if index_seq is not None else None,
             counts=self.ledger.counts(), index_counts=index_counts, index_unreached=index_unreached,
+            index_graphs=index_graphs, index_sparser=self.vectors.sparser_than_made_now(index_graphs),
             graph_counts=graph_counts,
             disk_bytes=self._disk(), chroma=self.vectors.where, embedding_model=self.embedder.name,
         )

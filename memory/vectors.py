@@ -78,7 +78,8 @@ QUERY_ANSWERS = 512  # kNN answers kept per process
 # a full check against 68; writes cost 20.3 ms against 18.8, and 16 clients x 150 calls moved within the
 # runs' spread (docs/benchmarks.md, fifteenth round). chroma keeps a collection's graph settings from its
 # creation: a store made before keeps its graph until `skillbase memory reindex` makes it again.
-COLLECTION_METADATA = {"hnsw:space": "cosine", "hnsw:M": 32, "hnsw:construction_ef": 200}
+GRAPH_LINKS, GRAPH_CANDIDATES = 32, 200
+COLLECTION_METADATA = {"hnsw:space": "cosine", "hnsw:M": GRAPH_LINKS, "hnsw:construction_ef": GRAPH_CANDIDATES}
 
 
 class MemoryIndexWarning(UserWarning):
@@ -891,6 +892,21 @@ class VectorIndex:
     def unreached_counts(self) -> dict[str, int]:
         """Records per collection that chroma's search does not reach (answered from the mirror)."""
         return self._mirror.unreached_counts()
+
+    def graphs(self) -> dict[str, dict[str, int]]:
+        """Each collection's HNSW graph as chroma made it: links a node and the candidates each insert
+        weighs (``COLLECTION_METADATA`` for collections made by this release). Call inside ``session()``."""
+        out = {}
+        for c, col in self._cols.items():
+            hnsw = (getattr(col, "configuration", None) or {}).get("hnsw") or {}
+            if hnsw.get("max_neighbors") and hnsw.get("ef_construction"):
+                out[c] = {"links": int(hnsw["max_neighbors"]), "candidates": int(hnsw["ef_construction"])}
+        return out
+
+    @staticmethod
+    def sparser_than_made_now(graphs: dict[str, dict[str, int]]) -> list[str]:
+        """The collections whose graph is sparser than this release makes (``memory reindex`` makes them again)."""
+        return sorted(c for c, g in graphs.items() if g["links"] < GRAPH_LINKS or g["candidates"] < GRAPH_CANDIDATES)
 
     def mirror_counts(self) -> dict[str, int]:
         """Records per collection in the metadata mirror. Call inside ``session()``."""

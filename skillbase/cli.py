@@ -774,6 +774,9 @@ def memory_stats(ctx: typer.Context, as_json: Json = False) -> None:
         if s.index_unreached:
             out.print("records chroma's search does not reach, answered from the index's mirror: "
                       + _counts(s.index_unreached))
+        if s.index_sparser:
+            out.print(f"{', '.join(s.index_sparser)}: made with a sparser search graph than new stores get "
+                      "(more near-duplicate records out of its reach); `skillbase memory reindex` makes it again")
 
     run(as_json, lambda: _sb(ctx).stats(), render)
 

@@ -263,9 +263,14 @@ def test_collections_get_a_denser_graph_and_an_older_store_keeps_its_own_until_r
     store = open_store(settings)
     assert graphs(store) == {(16, 100)}
     assert {h.id for h in store.search("attempts", "softmax", k=10)} == ids
+    stats = store.stats()  # what `skillbase memory stats` says of it
+    assert stats.index_graphs["attempts"] == {"links": 16, "candidates": 100}
+    assert stats.index_sparser == ["attempts", "experiences", "skills"]
     assert store.reindex() == 4
     assert graphs(store) == {(32, 200)}
     assert {h.id for h in store.search("attempts", "softmax", k=10)} == ids
+    stats = store.stats()
+    assert stats.index_graphs["attempts"] == {"links": 32, "candidates": 200} and stats.index_sparser == []
 
 
 def test_an_index_of_the_older_layout_is_rebuilt_once(embedded_settings, open_store):

@@ -55,7 +55,23 @@ def test_json_output_is_the_result_model_and_nothing_else(cli, args, model):
 def test_memory_stats_and_tools_json(cli):
     stats = json.loads(cli("memory", "stats", "--json").stdout)
     assert stats["counts"]["skills"] >= 40
+    assert stats["index_graphs"]["skills"] == {"links": 32, "candidates": 200} and stats["index_sparser"] == []
+    assert "sparser" not in cli("memory", "stats").stdout
     assert json.loads(cli("tools", "--json").stdout) == anthropic_tool_definitions()
+
+
+def test_memory_stats_says_when_an_older_store_would_gain_from_reindexing(cli, tmp_path, monkeypatch):
+    from skillbase.memory import vectors
+
+    denser = vectors.COLLECTION_METADATA
+    monkeypatch.setattr(vectors, "COLLECTION_METADATA", {"hnsw:space": "cosine"})  # chroma's default graph
+    home = tmp_path / "older"
+    assert cli("init", "--json", home=home).exit_code == 0
+    monkeypatch.setattr(vectors, "COLLECTION_METADATA", denser)
+    shown = cli("memory", "stats", home=home).stdout
+    assert "attempts, experiences, skills: made with a sparser search graph" in " ".join(shown.split())
+    assert cli("memory", "reindex", "--json", home=home).exit_code == 0
+    assert "sparser" not in cli("memory", "stats", home=home).stdout
 
 
 @pytest.mark.parametrize("args, code, words", [
