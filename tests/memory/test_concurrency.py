@@ -87,7 +87,12 @@ def test_writer_killed_mid_batch(tmp_path, embedder, procs):
         assert stats.index_counts["experiences"] == counts["experiences"]
         assert store.graph.counts()["attempt"] == counts["attempts"]
         last = store.ledger.get_experiences(committed["experience"][-1:])[0]
-        assert any(h.id == last.id for h in store.search("experiences", last.lesson, k=3))
+        hits = store.search("experiences", last.lesson, k=3)
+        # Seen once missing (2026-11-29), before the collections' denser graph: say enough to tell a lost
+        # record from a ranking if it happens again.
+        assert any(h.id == last.id for h in hits), (
+            f"{last.id} not among {[(h.id, round(h.score, 4)) for h in hits]}; kept as unreached: "
+            f"{store.stats().index_unreached}; a full check now: {store.check_index().newly_unreached}")
     finally:
         store.close()
 
