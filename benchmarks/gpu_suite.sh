@@ -206,7 +206,8 @@ PYEOF
       # @lockread: searches take the index lock after another process's write, as before 2026-11-29;
       # @dirtylock: they wait for it during another process's write in progress, as before the twelfth round;
       # @phases: each recall's time by step (benchmarks/phases, summed by benchmarks/recall_phases.py). The
-      # suffixes that put a sitecustomize on PYTHONPATH (spin, lockread, dirtylock, phases) do not combine.
+      # @sparse: the collections made with chroma's default graph (16 links, 100 candidates). The
+      # suffixes that put a sitecustomize on PYTHONPATH (spin, lockread, dirtylock, sparse, phases) do not combine.
       # @pin2: the server (and chroma) held to two CPUs of different physical cores, the clients (4
       # processes, as on the 2-core machine) on eight others; @same2: everything on those same two CPUs.
       read -r PIN_SERVER PIN_CLIENTS < <($PY - <<'PY'
@@ -236,6 +237,9 @@ PY
         "    if self._closing or self._client is None or m is None or m.replaced():" "        return False" \
         "    gen = m.state().get('gen')" "    return gen is not None and gen in (self._gen, self._prev_gen)" \
         "_v.VectorIndex._current = _current" > /tmp/lockread/sitecustomize.py
+      mkdir -p /tmp/sparse  # @sparse: the collections made with chroma's default graph, as before 2026-11-29
+      printf '%s\n' "from skillbase.memory import vectors as _v" \
+        "_v.COLLECTION_METADATA = {'hnsw:space': 'cosine'}" > /tmp/sparse/sitecustomize.py
       mkdir -p /tmp/dirtylock
       printf '%s\n' "from skillbase.memory import vectors as _v" \
         "_v.VectorIndex._writer_at_work = lambda self: False" > /tmp/dirtylock/sitecustomize.py
@@ -245,6 +249,7 @@ PY
         case $spec in *@spin*) envs+=("PYTHONPATH=/tmp/spin:$PYTHONPATH") ;; esac
         case $spec in *@lockread*) envs+=("PYTHONPATH=/tmp/lockread:$PYTHONPATH") ;; esac
         case $spec in *@dirtylock*) envs+=("PYTHONPATH=/tmp/dirtylock:$PYTHONPATH") ;; esac
+        case $spec in *@sparse*) envs+=("PYTHONPATH=/tmp/sparse:$PYTHONPATH") ;; esac
         phases=""
         case $spec in *@phases*) phases=$OUT/load/phases_${spec//@/_}_$$_$RANDOM
           envs+=("PYTHONPATH=$PWD/benchmarks/phases:$PYTHONPATH" "SKILLBASE_PHASES_DIR=$phases") ;; esac

@@ -75,8 +75,9 @@ QUERY_ANSWERS = 512  # kNN answers kept per process
 # benchmarked again), where chroma's graph leaves records out of every search's reach: in
 # `benchmarks/index_sweep.py` (8,600-9,000 records in tight clusters, written for 40 s beside three
 # readers) 10 records ended out of reach against 87 with the defaults, 6 of them unknown to the index until
-# a full check against 68; writes cost 20.3 ms against 18.8, and 16 clients x 150 calls moved within the
-# runs' spread (docs/benchmarks.md, fifteenth round). chroma keeps a collection's graph settings from its
+# a full check against 68; writes cost 20.3 ms against 18.8, 16 clients x 150 calls moved within the
+# runs' spread, and a chroma server taking eight workers' inserts spent about a tenth more CPU a call
+# (docs/benchmarks.md, fifteenth round). chroma keeps a collection's graph settings from its
 # creation: a store made before keeps its graph until `skillbase memory reindex` makes it again.
 GRAPH_LINKS, GRAPH_CANDIDATES = 32, 200
 COLLECTION_METADATA = {"hnsw:space": "cosine", "hnsw:M": GRAPH_LINKS, "hnsw:construction_ef": GRAPH_CANDIDATES}
