@@ -205,11 +205,13 @@ PYEOF
       # ONNX Runtime's threads spin as they did before 2026-11-29 (a sitecustomize that flips the default);
       # @lockread: searches take the index lock after another process's write, as before 2026-11-29;
       # @dirtylock: they wait for it during another process's write in progress, as before the twelfth round;
-      # @phases: each recall's time by step (benchmarks/phases, summed by benchmarks/recall_phases.py). The
+      # @phases: each recall's time by step (benchmarks/phases, summed by benchmarks/recall_phases.py);
       # @sparse: the collections made with chroma's default graph (16 links, 100 candidates). The
       # suffixes that put a sitecustomize on PYTHONPATH (spin, lockread, dirtylock, sparse, phases) do not combine.
       # @pin2: the server (and chroma) held to two CPUs of different physical cores, the clients (4
       # processes, as on the 2-core machine) on eight others; @same2: everything on those same two CPUs.
+      # The tree and .whl together must stay under the 64 MiB a call carries: past that, carry the chroma
+      # wheel the way the model travels (to /tmp/carry) and copy it into .whl in the call that runs this.
       read -r PIN_SERVER PIN_CLIENTS < <($PY - <<'PY'
 import os
 def core(c):
