@@ -22,7 +22,7 @@ def usable_cores() -> int:
     container's cpuset) or a cgroup CPU quota (a container's ``--cpus``, rounded up) allows fewer, or
     ``LOKY_MAX_CPU_COUNT`` says so (joblib's loky reads all three). Every pool sized from "the cores"
     uses this, not ``os.cpu_count()``, which counts the host's: a server in a 2-CPU container on a
-    64-core host ran 4 search threads and 4 threads of the embedding model on its 2 CPUs."""
+    64-core host would run 4 search threads and 4 threads of the embedding model on its 2 CPUs."""
     from joblib.externals.loky import cpu_count
 
     return max(1, cpu_count(only_physical_cores=False))
