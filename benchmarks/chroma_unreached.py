@@ -19,13 +19,14 @@ batches, records, and each record left out with what the later checks found. No 
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import tempfile
 import threading
 import time
 import uuid
 from pathlib import Path
+
+from json_report import write_report  # this folder is the script's first path entry
 
 
 def query_beside(col, stop: float, threads: int = 3) -> list[threading.Thread]:
@@ -136,10 +137,7 @@ def main(argv: list[str] | None = None) -> dict:
               f"{r['at_the_end']['of_those_among_its_30_nearest']}; in a search of every record: "
               f"{r['at_the_end']['of_those_in_a_search_of_every_record']})")
     report = {"chromadb": chromadb.__version__, "python": platform.python_version(), "runs": runs}
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(report, indent=2) + "\n")
-        print(f"wrote {args.out}")
+    write_report(args.out, report)
     return report
 
 

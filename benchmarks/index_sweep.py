@@ -29,6 +29,8 @@ import time
 import uuid
 from pathlib import Path
 
+from json_report import write_report  # this folder is the script's first path entry
+
 
 def run(seconds: float, spread: float, seed: int, sweep: bool) -> dict:
     import numpy as np
@@ -164,11 +166,7 @@ def main(argv: list[str] | None = None) -> dict:
               f"(p95 {r['write_ms']['p95']:.2f}); {r['sweeps']} sweeps of {r['sweep_ms']['mean']:.2f} ms mean (p95 "
               f"{r['sweep_ms']['p95']:.2f}), {100 * r['sweep_share_of_write_time']:.1f} % of the writes' time")
     report = {"chromadb": chromadb.__version__, "python": platform.python_version(), "runs": runs}
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(report, indent=2) + "\n")
-        if not args.only:
-            print(f"wrote {args.out}")
+    write_report(args.out, report, say=not args.only)
     return report
 
 

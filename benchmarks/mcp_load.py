@@ -63,7 +63,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib.util
-import json
 import multiprocessing as mp
 import os
 import platform
@@ -78,6 +77,8 @@ import time
 import urllib.request
 import uuid
 from pathlib import Path
+
+from json_report import write_report  # this folder is the script's first path entry
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -735,10 +736,7 @@ def main(argv: list[str] | None = None) -> dict:
               f"hypervisor during the runs: {'unknown' if stolen is None else f'{100 * stolen:.1f} %'}")
         if args.profile:
             result["profile"] = str(args.profile / ("server.cpu.pyspy.txt" if args.profile_cpu else "server.pyspy.txt"))
-        if args.out:
-            args.out.parent.mkdir(parents=True, exist_ok=True)
-            args.out.write_text(json.dumps(result, indent=1) + "\n")
-            print(f"wrote {args.out}")
+        write_report(args.out, result, indent=1)
         return result
     finally:
         if chroma is not None:

@@ -29,6 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from json_report import write_report  # this folder is the script's first path entry
+
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
@@ -134,10 +136,7 @@ def main(argv: list[str] | None = None) -> dict:
               f"{t['model']['check_schema_ms']:6.2f} -> {t['published']['check_schema_ms']:6.2f} ms "
               f"(x{t['check_schema_ratio']:.2f})")
     print(f"load mix (a third each): {mix['model']:.3f} -> {mix['published']:.3f} ms of client CPU a call")
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(report, indent=2) + "\n")
-        print(f"wrote {args.out}")
+    write_report(args.out, report)
     return report
 
 

@@ -25,7 +25,6 @@ index held every change, and the index's record counts against the ledger's.
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing as mp
 import platform
 import shutil
@@ -34,6 +33,8 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+
+from json_report import write_report  # this folder is the script's first path entry
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -190,10 +191,7 @@ def main(argv: list[str] | None = None) -> dict:
         result = {"benchmark": "store_processes", "chroma": args.chroma, "writers_per_process": WRITERS,
                   "lessons_per_writer": args.lessons, "runs": runs,
                   "machine": {"platform": platform.platform(), "python": platform.python_version()}}
-        if args.out:
-            args.out.parent.mkdir(parents=True, exist_ok=True)
-            args.out.write_text(json.dumps(result, indent=1) + "\n")
-            print(f"wrote {args.out}")
+        write_report(args.out, result, indent=1)
         return result
     finally:
         if chroma is not None:
