@@ -10,6 +10,8 @@
     python benchmarks/mcp_load.py --clients 16 --calls 150 --servers 2 --chroma server     # two server processes, one store
     python benchmarks/mcp_load.py --clients 16 --calls 150 --workers 2 --chroma server     # the same on one port
     python benchmarks/mcp_load.py --clients 16 --calls 150 --server-cpus 0,1 --client-cpus 2-9   # clients off the server's cores
+    python benchmarks/mcp_load.py --canned --clients 16 --calls 150 --servers 2                # the MCP stack alone
+    python benchmarks/mcp_load.py --canned --burn recall=9,record_lesson=1.5 --clients 16 --calls 150 --servers 2
 
 The server is the real one, started as a subprocess (``python -m skillbase serve --transport
 http`` with a bearer token, on a loopback port) over a seeded store (a fresh one, or a copy of
@@ -56,6 +58,12 @@ workers and a chroma server): on a host with cores to spare, a server held to tw
 clients on others measures the server alone, as agents on other machines would load it; both on the
 same two is this benchmark's 2-core arrangement, for comparing the host's cores with another
 machine's. The busy share of each side's CPUs is reported apart.
+
+``--canned`` runs the same load against the same server whose three tools answer from memory
+(``mcp_canned_server.py``): what the MCP SDK on both sides, HTTP and the server's own wrapper cost,
+and how fast the loop can go with skillbase's work taken out. ``--burn tool=ms,...`` puts a known
+CPU cost back into each canned call (a Python loop, holding the interpreter lock): latency as a
+function of what a call costs, for setting a budget.
 """
 
 from __future__ import annotations
@@ -162,14 +170,19 @@ def start_chroma(path: Path, cpus: set[int] | None = None) -> tuple[subprocess.P
 
 
 def start_server(home: Path, port: int, chroma_url: str | None, log_path: Path, workers: int = 1,
-                 cpus: set[int] | None = None) -> subprocess.Popen:
-    """`skillbase serve --transport http` with a token on 127.0.0.1:port (``workers`` processes), on ``cpus``."""
+                 cpus: set[int] | None = None, canned: bool = False, stateless: bool = False,
+                 burn: str | None = None) -> subprocess.Popen:
+    """`skillbase serve --transport http` with a token on 127.0.0.1:port (``workers`` processes), on ``cpus``;
+    with ``canned``, the same server answering from memory (mcp_canned_server.py; ``stateless`` as a worker)."""
     env = {**os.environ, "SKILLBASE_HOME": str(home), "SKILLBASE_TOKEN": TOKEN, "PYTHONPATH": python_path(),
            "SKILLBASE_DEVICE": "cpu"}
     if chroma_url:
         env["SKILLBASE_CHROMA_URL"] = chroma_url
     cmd = [sys.executable, "-m", "skillbase", "serve", "--transport", "http", "--port", str(port),
            "--root", str(ROOT), *(["--workers", str(workers)] if workers > 1 else [])]
+    if canned:
+        cmd = [sys.executable, str(Path(__file__).resolve().parent / "mcp_canned_server.py"), "--port", str(port),
+               *(["--stateless"] if stateless else []), *(["--burn", burn] if burn else [])]
     proc = subprocess.Popen(cmd, env=env, cwd=str(ROOT), stdout=open(log_path, "wb"), stderr=subprocess.STDOUT,
                             preexec_fn=_pinned(cpus))
 
@@ -481,15 +494,19 @@ def ledger_counts(home: Path, label: str) -> dict:
 def run_load(urls: list[str], home: Path, n_clients: int, calls: int, mix_name: str, procs: int, probes: int,
              server_pids: list[int], loop: str = "asyncio", profile_clients: Path | None = None,
              profile_cpu: bool = False, rate: float | None = None, chroma_pid: int | None = None,
-             client_cpus: set[int] | None = None, server_cpus: set[int] | None = None) -> dict:
+             client_cpus: set[int] | None = None, server_cpus: set[int] | None = None,
+             canned: bool = False) -> dict:
     """N clients x ``calls`` calls against the running servers (``urls``, one per server process,
     ``server_pids`` in the same order), plus the visibility probe. ``chroma_pid``: the chroma
     server's process, whose CPU is reported beside the servers'.
     ``profile_clients``: py-spy every client process during the load (one raw profile each, there).
     ``rate``: the calls/s the clients offer together (paced); None: each calls again once answered.
     ``client_cpus`` / ``server_cpus``: where the client processes run, and the server's CPUs, whose
-    busy share is reported apart."""
+    busy share is reported apart. ``canned``: the servers answer from memory (mcp_canned_server.py) and
+    store nothing, so no probe runs and no records are counted."""
     mix = MIXES[mix_name]
+    if canned:
+        probes = 0
     label = f"load-{uuid.uuid4().hex[:8]}"
     procs = max(1, min(procs, n_clients))
     if procs < len(urls):
@@ -544,7 +561,7 @@ def run_load(urls: list[str], home: Path, n_clients: int, calls: int, mix_name: 
     for spy in spies:
         stop(spy)
     wall = max(r["end"] for r in rows) - t0
-    stored = ledger_counts(home, label)
+    stored = ledger_counts(home, label) if not canned else None
     answered = [r for r in rows if r["error"] is None]
     written_lessons = {r["id"] for r in answered if r["tool"] == "record_lesson"}
     written_attempts = {r["id"] for r in answered if r["tool"] == "benchmark_kernel" and r["id"]}
@@ -597,14 +614,18 @@ def run_load(urls: list[str], home: Path, n_clients: int, calls: int, mix_name: 
         "server_cores_by_process": sorted((round(c / wall, 2) for c in server_cpu_each), reverse=True),
         "recall_p50_ms_by_client": [round(x, 1) for x in client_p50],
         "tools": tools,
-        "records": {"lessons_written": len(written_lessons), "lessons_found": len(stored["lesson_ids"]),
-                    "lessons_lost": len(written_lessons - stored["lesson_ids"]),
-                    "lessons_unexpected": len(stored["lesson_ids"] - written_lessons),
-                    "duplicate_lessons": stored["duplicate_lessons"],
-                    "attempts_written": len(written_attempts), "attempts_found": len(stored["attempt_ids"]),
-                    "attempts_lost": len(written_attempts - stored["attempt_ids"])},
-        "visibility": {"probes": probe, "max_s": max(delays) if delays else None,
-                       "all_within_1s": bool(delays) and len(delays) == len(probe) and max(delays) <= 1.0},
+        "canned": canned,
+        # A canned server stores nothing: no records to count, no probe.
+        "records": None if canned else {
+            "lessons_written": len(written_lessons), "lessons_found": len(stored["lesson_ids"]),
+            "lessons_lost": len(written_lessons - stored["lesson_ids"]),
+            "lessons_unexpected": len(stored["lesson_ids"] - written_lessons),
+            "duplicate_lessons": stored["duplicate_lessons"],
+            "attempts_written": len(written_attempts), "attempts_found": len(stored["attempt_ids"]),
+            "attempts_lost": len(written_attempts - stored["attempt_ids"])},
+        "visibility": None if canned else {
+            "probes": probe, "max_s": max(delays) if delays else None,
+            "all_within_1s": bool(delays) and len(delays) == len(probe) and max(delays) <= 1.0},
     }
 
 
@@ -639,6 +660,13 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--client-cpus", default=None,
                     help="run the client processes (and this driver) on these CPUs only, e.g. 2-9: the load "
                          "generator off the server's cores, as clients on other machines would be")
+    ap.add_argument("--canned", action="store_true",
+                    help="the MCP stack alone: servers whose recall, record_lesson and attempt_history answer "
+                         "from memory (mcp_canned_server.py; stateless with --servers above 1, as workers are); "
+                         "memory mix only, nothing stored, so no records or visibility")
+    ap.add_argument("--burn", default=None,
+                    help="with --canned: CPU each call spends before its answer, e.g. recall=6,record_lesson=1 "
+                         "(milliseconds, in Python: a stand-in for skillbase's work of that cost)")
     ap.add_argument("--out", type=Path, help="write the JSON here (default: print the summary only)")
     args = ap.parse_args(argv)
     try:
@@ -653,6 +681,17 @@ def main(argv: list[str] | None = None) -> dict:
         ap.error("--servers takes 1 or more")
     if args.workers > 1 and (args.servers > 1 or args.chroma != "server"):
         ap.error("--workers N (one port) takes --chroma server and one --servers")
+    if args.canned and (args.workers > 1 or args.mix != "memory" or args.chroma != "embedded"):
+        ap.error("--canned takes the memory mix, the embedded index and --servers N instead of --workers N")
+    if args.burn and not args.canned:
+        ap.error("--burn takes --canned")
+    if args.burn:
+        from mcp_canned_server import parse_burn
+
+        try:
+            parse_burn(args.burn)
+        except ValueError as e:
+            ap.error(str(e))
     if args.servers > args.procs:
         ap.error(f"--servers {args.servers} needs at least as many client processes (--procs {args.procs})")
     rates: list[float | None] = [float(x) for x in args.rate.split(",")] if args.rate else [None]
@@ -677,7 +716,7 @@ def main(argv: list[str] | None = None) -> dict:
         for i in range(args.servers):
             port = _free_port()
             servers.append(start_server(home, port, chroma_url, tmp / f"server{i or ''}.log", args.workers,
-                                        server_cpus))
+                                        server_cpus, args.canned, stateless=args.servers > 1, burn=args.burn))
             urls.append(f"http://127.0.0.1:{port}/mcp")
         if client_cpus:  # the driver (warm-up, probes, counting) runs beside the clients
             os.sched_setaffinity(0, client_cpus)
@@ -701,7 +740,7 @@ def main(argv: list[str] | None = None) -> dict:
                                      pids, loop,
                                      args.profile if args.profile and args.profile_clients else None,
                                      args.profile_cpu, rate, chroma.pid if chroma is not None else None,
-                                     client_cpus, server_cpus)
+                                     client_cpus, server_cpus, args.canned)
                         runs.append(r)
                         try:
                             _print(r)
@@ -716,13 +755,16 @@ def main(argv: list[str] | None = None) -> dict:
         result = {
             "benchmark": "mcp_load", "transport": "streamable HTTP with a bearer token", "chroma": args.chroma,
             "server_processes": args.servers, "workers": args.workers,
+            "canned": args.canned, "burn_ms": args.burn,
             "store": str(args.home) if args.home else "fresh, seeded by skillbase init",
-            "method": f"real `skillbase serve --transport http` subprocess (x{args.servers}, one store, client "
+            "method": ("mcp_canned_server.py (`skillbase serve`'s server answering from memory)" if args.canned
+                       else "real `skillbase serve --transport http`")
+                      + f" subprocess (x{args.servers}, one store, client "
                       "process g on server g mod N); N MCP SDK Client sessions over "
                       f"{args.procs} client processes ({loop} event loop), released together by a barrier; "
                       "latency = perf_counter around call_tool (paced runs: from each call's slot); "
-                      "throughput = answered calls / seconds from the barrier to the last answer; "
-                      "records counted in the ledger by session afterwards",
+                      "throughput = answered calls / seconds from the barrier to the last answer"
+                      + ("" if args.canned else "; records counted in the ledger by session afterwards"),
             "runs": runs,
             "machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
                         "cpu_model": _cpu_model(), "python": platform.python_version(),
@@ -847,9 +889,12 @@ def _print(r: dict) -> None:
                 print(f"  {'':17s} p50 {late['p50_ms']:8.1f}  p95 {late['p95_ms']:8.1f}  p99 {late['p99_ms']:8.1f} ms "
                       f"(calls begun {STARTUP_S:g} s or more after the start, n={late['n']})")
     rec, vis = r["records"], r["visibility"]
-    print(f"  lessons written {rec['lessons_written']}, found {rec['lessons_found']}, lost {rec['lessons_lost']}, "
-          f"duplicated {rec['duplicate_lessons']}; attempts written {rec['attempts_written']}, found "
-          f"{rec['attempts_found']}; visibility max {vis['max_s']} s over {len(vis['probes'])} probes")
+    if r.get("canned"):
+        print("  canned answers: nothing stored, no records or visibility to report")
+    else:
+        print(f"  lessons written {rec['lessons_written']}, found {rec['lessons_found']}, lost {rec['lessons_lost']}, "
+              f"duplicated {rec['duplicate_lessons']}; attempts written {rec['attempts_written']}, found "
+              f"{rec['attempts_found']}; visibility max {vis['max_s']} s over {len(vis['probes'])} probes")
     by_client = r.get("recall_p50_ms_by_client") or []
     if servers > 1 and by_client:
         print(f"  balance: server processes' cores {r['server_cores_by_process']}; clients' recall p50 "
