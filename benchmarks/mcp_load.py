@@ -10,6 +10,7 @@
     python benchmarks/mcp_load.py --clients 16 --calls 150 --servers 2 --chroma server     # two server processes, one store
     python benchmarks/mcp_load.py --clients 16 --calls 150 --workers 2 --chroma server     # the same on one port
     python benchmarks/mcp_load.py --clients 16 --calls 150 --server-cpus 0,1 --client-cpus 2-9   # clients off the server's cores
+    python benchmarks/mcp_load.py --clients 16 --calls 150 --workers 2 --chroma server --novel-queries   # every query new
     python benchmarks/mcp_load.py --canned --clients 16 --calls 150 --servers 2                # the MCP stack alone
     python benchmarks/mcp_load.py --canned --burn recall=9,record_lesson=1.5 --clients 16 --calls 150 --servers 2
 
@@ -20,8 +21,9 @@ http`` with a bearer token, on a loopback port) over a seeded store (a fresh one
 GIL, started together behind a barrier after every session is initialized. Each client makes
 ``--calls`` calls of a fixed mix, rotated per client so every tool runs all the time:
 
-- ``memory``: recall (task or plain-words queries, rotating), record_lesson (a unique lesson text
-  per call, tagged with this run's session), attempt_history;
+- ``memory``: recall (task or plain-words queries, rotating; with ``--novel-queries`` every plain-words
+  query unique, so the server's cache never has its vector), record_lesson (a unique lesson text per
+  call, tagged with this run's session), attempt_history;
 - ``bench``: the same plus benchmark_kernel of a built-in solution on the CPU (Triton interpreter).
 
 By default each client calls again as soon as it is answered (a closed loop with no think time: the
@@ -242,10 +244,14 @@ def stop(proc: subprocess.Popen) -> None:
 # ---------------------------------------------------------------------------
 
 
-def call_args(tool: str, client: int, n: int, label: str) -> dict:
-    """The arguments of call ``n`` of ``client``: fixed, rotating, each lesson text unique."""
+def call_args(tool: str, client: int, n: int, label: str, novel: bool = False) -> dict:
+    """The arguments of call ``n`` of ``client``: fixed, rotating, each lesson text unique; with
+    ``novel``, each plain-words recall query unique too (the model embeds every one)."""
     if tool == "recall":
-        return RECALLS[(client + n) % len(RECALLS)]
+        args = RECALLS[(client + n) % len(RECALLS)]
+        if novel and "query" in args:
+            args = {**args, "query": f"{args['query']} ({label} client {client} call {n})"}
+        return args
     if tool == "record_lesson":
         return {"lesson": f"{LESSONS[(client + n) % len(LESSONS)]} ({label} client {client} call {n})",
                 "task": TASKS[(client + n) % len(TASKS)], "session": label}
@@ -269,7 +275,7 @@ def _session(url: str):
 
 
 async def _client(url: str, client: int, calls: int, mix: tuple[str, ...], label: str, opened, go,
-                  pace: tuple[float, float] | None = None) -> list[dict]:
+                  pace: tuple[float, float] | None = None, novel: bool = False) -> list[dict]:
     """One MCP session's calls. ``pace``: (seconds between its calls, its phase): call n's slot is
     phase + n x interval after the start; latency counts from the slot (see the module's text)."""
     from skillbase.mcp_server.server import WORK_MS_KEY
@@ -283,7 +289,7 @@ async def _client(url: str, client: int, calls: int, mix: tuple[str, ...], label
         t0 = time.perf_counter()
         for n in range(calls):
             tool = mix[(client + n) % len(mix)]
-            args = call_args(tool, client, n, label)
+            args = call_args(tool, client, n, label, novel)
             start = time.perf_counter()
             if pace is not None:
                 slot = t0 + pace[1] + n * pace[0]
@@ -316,9 +322,10 @@ def _run_loop(coro, loop: str):
 
 def client_group(url: str, clients: list[int], calls: int, mix: tuple[str, ...], label: str, barrier, out,
                  loop: str = "asyncio", rate: float | None = None, n_clients: int = 1,
-                 cpus: set[int] | None = None) -> None:
+                 cpus: set[int] | None = None, novel: bool = False) -> None:
     """One client process: its MCP sessions open, wait at the barrier, then run their calls (paced
-    when ``rate``, the calls/s all ``n_clients`` offer together), on ``cpus`` when given."""
+    when ``rate``, the calls/s all ``n_clients`` offer together), on ``cpus`` when given; ``novel``:
+    see ``call_args``."""
     if cpus:
         os.sched_setaffinity(0, cpus)
     interval = n_clients / rate if rate else None
@@ -331,7 +338,7 @@ def client_group(url: str, clients: list[int], calls: int, mix: tuple[str, ...],
             ready["n"] += 1
 
         tasks = [asyncio.create_task(_client(url, i, calls, mix, label, opened, go,
-                                             (interval, interval * i / n_clients) if interval else None))
+                                             (interval, interval * i / n_clients) if interval else None, novel))
                  for i in clients]
         while ready["n"] < len(clients):
             if any(t.done() for t in tasks):
@@ -495,7 +502,7 @@ def run_load(urls: list[str], home: Path, n_clients: int, calls: int, mix_name: 
              server_pids: list[int], loop: str = "asyncio", profile_clients: Path | None = None,
              profile_cpu: bool = False, rate: float | None = None, chroma_pid: int | None = None,
              client_cpus: set[int] | None = None, server_cpus: set[int] | None = None,
-             canned: bool = False) -> dict:
+             canned: bool = False, novel: bool = False) -> dict:
     """N clients x ``calls`` calls against the running servers (``urls``, one per server process,
     ``server_pids`` in the same order), plus the visibility probe. ``chroma_pid``: the chroma
     server's process, whose CPU is reported beside the servers'.
@@ -503,7 +510,8 @@ def run_load(urls: list[str], home: Path, n_clients: int, calls: int, mix_name: 
     ``rate``: the calls/s the clients offer together (paced); None: each calls again once answered.
     ``client_cpus`` / ``server_cpus``: where the client processes run, and the server's CPUs, whose
     busy share is reported apart. ``canned``: the servers answer from memory (mcp_canned_server.py) and
-    store nothing, so no probe runs and no records are counted."""
+    store nothing, so no probe runs and no records are counted. ``novel``: every plain-words recall
+    query unique (``call_args``)."""
     mix = MIXES[mix_name]
     if canned:
         probes = 0
@@ -517,7 +525,7 @@ def run_load(urls: list[str], home: Path, n_clients: int, calls: int, mix_name: 
     barrier, out = ctx.Barrier(procs + 1), ctx.Queue()
     workers = [ctx.Process(target=client_group,
                            args=(urls[i % len(urls)], g, calls, mix, label, barrier, out, loop, rate, n_clients,
-                                 client_cpus),
+                                 client_cpus, novel),
                            daemon=True)
                for i, g in enumerate(groups)]
     for w in workers:
@@ -587,7 +595,8 @@ def run_load(urls: list[str], home: Path, n_clients: int, calls: int, mix_name: 
             by_client.setdefault(r["client"], []).append(r["ms"])
     client_p50 = sorted(statistics.median(v) for v in by_client.values())
     return {
-        "clients": n_clients, "calls_per_client": calls, "mix": list(mix), "client_processes": procs,
+        "clients": n_clients, "calls_per_client": calls, "mix": list(mix), "novel_queries": novel,
+        "client_processes": procs,
         "server_processes": len(server_pids), "ports": len(urls),
         "offered_calls_per_s": rate,
         "client_event_loop": loop, "load_average_before": [round(x, 2) for x in load_before],
@@ -667,6 +676,10 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--burn", default=None,
                     help="with --canned: CPU each call spends before its answer, e.g. recall=6,record_lesson=1 "
                          "(milliseconds, in Python: a stand-in for skillbase's work of that cost)")
+    ap.add_argument("--novel-queries", action="store_true",
+                    help="make every plain-words recall query unique, as agents' own words are: each one then "
+                         "costs a run of the embedding model (by default the mix rotates three, which the "
+                         "server's cache answers after their first call)")
     ap.add_argument("--out", type=Path, help="write the JSON here (default: print the summary only)")
     args = ap.parse_args(argv)
     try:
@@ -683,6 +696,8 @@ def main(argv: list[str] | None = None) -> dict:
         ap.error("--workers N (one port) takes --chroma server and one --servers")
     if args.canned and (args.workers > 1 or args.mix != "memory" or args.chroma != "embedded"):
         ap.error("--canned takes the memory mix, the embedded index and --servers N instead of --workers N")
+    if args.canned and args.novel_queries:
+        ap.error("--novel-queries has nothing to embed with --canned")
     if args.burn and not args.canned:
         ap.error("--burn takes --canned")
     if args.burn:
@@ -740,7 +755,7 @@ def main(argv: list[str] | None = None) -> dict:
                                      pids, loop,
                                      args.profile if args.profile and args.profile_clients else None,
                                      args.profile_cpu, rate, chroma.pid if chroma is not None else None,
-                                     client_cpus, server_cpus, args.canned)
+                                     client_cpus, server_cpus, args.canned, args.novel_queries)
                         runs.append(r)
                         try:
                             _print(r)
@@ -867,7 +882,8 @@ def _print(r: dict) -> None:
     busy = "?" if r.get("machine_busy_share") is None else f"{100 * r['machine_busy_share']:.0f} %"
     print(f"{r['clients']} clients x {r['calls_per_client']} calls"
           f"{f' on {servers} server processes' if servers > 1 else ''}"
-          f"{f', paced at {offered:g} calls/s offered (latency from each slot)' if offered else ''}: "
+          f"{f', paced at {offered:g} calls/s offered (latency from each slot)' if offered else ''}"
+          f"{', every plain-words query new' if r.get('novel_queries') else ''}: "
           f"{r['throughput_calls_per_s']} calls/s "
           f"({r['answered']}/{r['calls']} answered in {r['wall_s']} s, wall clock); CPU per call: server "
           f"{r['server_cpu_ms_per_call']} ms ({r['server_cpu_share']} cores), clients {r['client_cpu_ms_per_call']} ms "
