@@ -193,7 +193,8 @@ PYEOF
       # one server and `serve --workers N`, then 64 clients. The embedding model travels in two calls before
       # this one (`python benchmarks/carry_model.py pack` here: .carry/model1, then .carry/model2; ignored
       # folders stay while the machine is warm), the server's wheels in .whl with this call. LOAD_RUNS:
-      # "N" one server, "wN" N workers on a chroma server, "cN" N clients (x 30 calls) on LOAD_WIDE workers.
+      # "N" one server, "wN" N workers on a chroma server, "cN" N clients (x 30 calls) on LOAD_WIDE workers,
+      # "kN" N canned server processes (mcp_load --canned: the MCP stack alone).
       # MODEL_SRC: where the model parts are (default .carry; a call can copy them to /tmp to be sure).
       if [ -z "${SKILLBASE_EMBEDDING_MODEL-}" ]; then
         $PY benchmarks/carry_model.py unpack --src "${MODEL_SRC:-.carry}" --dest /tmp/skillbase-model > "$OUT/carry_model.json" \
@@ -210,6 +211,7 @@ PYEOF
       # suffixes that put a sitecustomize on PYTHONPATH (spin, lockread, dirtylock, sparse, phases) do not combine.
       # @pin2: the server (and chroma) held to two CPUs of different physical cores, the clients (4
       # processes, as on the 2-core machine) on eight others; @same2: everything on those same two CPUs.
+      # @novel: every plain-words recall query new (mcp_load --novel-queries).
       # The tree and .whl together must stay under the 64 MiB a call carries: past that, carry the chroma
       # wheel the way the model travels (to /tmp/carry) and copy it into .whl in the call that runs this.
       read -r PIN_SERVER PIN_CLIENTS < <($PY - <<'PY'
@@ -258,10 +260,12 @@ PY
         case $base in
           w*) args=(--clients 16 --calls 150 --chroma server --workers "${base#w}") ;;
           c*) args=(--clients "${base#c}" --calls 30 --chroma server --workers "${LOAD_WIDE:-4}") ;;
+          k*) args=(--clients 16 --calls 150 --canned --servers "${base#k}") ;;
           *) args=(--clients 16 --calls 150 --servers "$base") ;;
         esac
         case $spec in *@pin2*) args+=(--server-cpus "$PIN_SERVER" --client-cpus "$PIN_CLIENTS" --procs 4) ;; esac
         case $spec in *@same2*) args+=(--server-cpus "$PIN_SERVER" --client-cpus "$PIN_SERVER" --procs 4) ;; esac
+        case $spec in *@novel*) args+=(--novel-queries) ;; esac
         name=${spec//@/_}
         n=1; while [ -e "$OUT/load/mcp_load_$name.json" ]; do n=$((n + 1)); name=${spec//@/_}_$n; done  # a spec run again
         echo "== $spec ${envs[*]}"
