@@ -4,16 +4,17 @@
 
 How fast can a closed loop of MCP clients go on this machine when skillbase itself costs nothing?
 This server is `skillbase serve`'s own (``build_server``: the same handler, thread pools, input
-validation, result serialization and output schemas; ``serve_http``: the same streamable HTTP app,
-bearer token and uvicorn), except that recall, record_lesson and attempt_history return an answer
+validation, result serialization and output schemas; ``http_app``: the same streamable HTTP app and
+bearer token, under uvicorn; the curation UI is not mounted), except that recall, record_lesson and attempt_history return an answer
 computed once at start-up by the real tools over the seeded store (one per argument set of
 mcp_load's mix; record_lesson's is one real lesson written then). No search, no embedding, no ledger
 write per call: what is left of a call's time is the MCP SDK on both sides, HTTP, our wrapper and the
 machine. ``--stateless`` serves as each ``skillbase serve --workers N`` process does.
 
 ``--burn recall=6,record_lesson=1`` makes each such call spend that many milliseconds of its thread's
-CPU time in a Python loop (holding the interpreter lock, as most of a search does) before answering:
-a stand-in for skillbase's work of a given cost, to find what a call may cost for a given latency.
+CPU time in a Python loop before answering, holding the interpreter lock throughout (real work lets it
+go at each wait for the model, SQLite or chroma): a stand-in for skillbase's work of a given cost, to
+find what a call may cost for a given latency.
 
 Nothing is stored by the calls: mcp_load reports no record counts and no visibility for these runs.
 """
@@ -23,9 +24,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import sys
 import time
-from pathlib import Path
 
 from mcp_load import LESSONS, RECALLS, ROOT, TASKS  # this folder is the script's first path entry
 
@@ -119,6 +118,5 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     os.environ.setdefault("SKILLBASE_DEVICE", "cpu")
     main()
