@@ -100,15 +100,13 @@ def main(argv: list[str] | None = None) -> None:
 
     from skillbase.api import SkillBase
     from skillbase.config import Settings
-    from skillbase.mcp_server import server as mcp_server
     from skillbase.mcp_server.http import http_app
+    from skillbase.mcp_server.server import build_server
 
     settings = Settings.from_env()
     sb = SkillBase(settings)
     try:
-        # build_server lists the catalog from its module: the canned specs stand in for it there.
-        mcp_server.TOOLS = canned_specs(sb, costs)
-        server = mcp_server.build_server(sb, workspace=ROOT, settle_heap=True)
+        server = build_server(sb, workspace=ROOT, settle_heap=True, catalog=canned_specs(sb, costs))
         app = http_app(server, host="127.0.0.1", port=args.port, token=settings.http_token,
                        stateless=args.stateless)
         uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=args.port, log_level="warning",

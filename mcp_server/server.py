@@ -16,7 +16,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -220,8 +220,9 @@ def freeze_heap() -> None:
 
 
 def build_server(sb: skillbase.SkillBase, *, workspace: str | Path | None = None, warm: bool = True,
-                 settle_heap: bool = False) -> MCPServer:
-    """An MCPServer exposing the catalog over ``sb``.
+                 settle_heap: bool = False, catalog: Sequence[ToolSpec] = TOOLS) -> MCPServer:
+    """An MCPServer exposing the catalog (``catalog``: these tool specs; every tool of
+    ``skillbase.tools`` by default) over ``sb``.
 
     Task and solution paths in tool calls must lie inside ``workspace`` (default: the
     current directory). With ``warm``, the store and retriever open in the background
@@ -247,7 +248,7 @@ def build_server(sb: skillbase.SkillBase, *, workspace: str | Path | None = None
 
     pool = {**{name: searches for name in SEARCH_TOOLS}, **{name: quick for name in QUICK_TOOLS},
             **{name: writes for name in WRITE_TOOLS}}
-    tools = [_tool(spec, sb, root, pool.get(spec.name, other), callers) for spec in TOOLS]
+    tools = [_tool(spec, sb, root, pool.get(spec.name, other), callers) for spec in catalog]
     server = MCPServer("skillbase", title="skillbase", version=__version__, instructions=INSTRUCTIONS,
                        log_level="WARNING", tools=tools, lifespan=lifespan)
     _add_resources(server, sb)

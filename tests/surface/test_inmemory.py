@@ -167,6 +167,34 @@ def test_concurrent_calls_and_two_clients_on_one_server(server):
     assert results[0, 2].structured_content == results[1, 2].structured_content
 
 
+def test_a_server_serves_the_catalog_it_is_given(server):
+    # build_server(catalog=...): only those tools, each through the same handler (validation, pools,
+    # structured results); the load benchmark's canned server runs on this.
+    from dataclasses import replace
+
+    from skillbase.models import RecallResult
+
+    by_name = {spec.name: spec for spec in TOOLS}
+    answer = RecallResult(query="a fixed answer", notes=["from the catalog given"])
+    catalog = [replace(by_name["recall"], fn=lambda sb, args, ctx: answer), by_name["get_skill"]]
+    srv = build_server(server[0], warm=False, catalog=catalog)
+
+    async def main():
+        async with Client(srv) as client:
+            listed = await client.list_tools()
+            got = await client.call_tool("recall", {"query": "anything at all", "k": 2})
+            refused = await client.call_tool("recall", {"k": 2})  # still validated: no task, no query
+            gone = await client.call_tool("attempt_history", {"task": "relu"})
+            return listed, got, refused, gone
+
+    listed, got, refused, gone = anyio.run(main)
+    assert sorted(t.name for t in listed.tools) == ["get_skill", "recall"]
+    assert not got.is_error and got.structured_content["notes"] == ["from the catalog given"]
+    assert got.meta[WORK_MS_KEY] >= 0
+    assert refused.is_error and "at least one of `task`" in refused.content[0].text
+    assert gone.is_error
+
+
 def test_resources_and_prompt(server):
     async def calls(client):
         templates = await client.list_resource_templates()
