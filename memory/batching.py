@@ -1,10 +1,14 @@
 """Micro-batching: concurrent requests to one expensive batch function served by one call.
 
 A server answering many agents at once gets several texts to embed within a few
-milliseconds of each other (queries and lessons from different tool calls). The model
-costs nearly the same for 16 short texts as for one, so the first caller to find the
-model free takes every request waiting at that moment and runs them as one batch; callers
-arriving while it runs wait and go together in the next batch. A lone caller never waits
+milliseconds of each other (queries and lessons from different tool calls). The first caller
+to find the model free takes every request waiting at that moment and runs them as one
+batch; callers arriving while it runs wait and go together in the next batch. A batch saves
+little CPU a text (``benchmarks/embed_bench.py``, lesson-sized texts: the float model about the
+same a text in batches of 64 as one at a time; the int8 model runs one text a call anyway, as its
+vectors must not depend on a batch's other texts). What it does save is the texts several callers
+ask for at once, a fresh lesson that concurrent searches meet, computed once (memory.embeddings),
+and one model call at a time rather than threads interleaving on it. A lone caller never waits
 for company, so one client's latency is unchanged.
 
     batcher = Batcher(lambda items: [len(x) for x in items])
