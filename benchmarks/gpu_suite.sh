@@ -208,10 +208,11 @@ PYEOF
       # @dirtylock: they wait for it during another process's write in progress, as before the twelfth round;
       # @phases: each recall's time by step (benchmarks/phases, summed by benchmarks/recall_phases.py);
       # @sparse: the collections made with chroma's default graph (16 links, 100 candidates). The
-      # suffixes that put a sitecustomize on PYTHONPATH (spin, lockread, dirtylock, sparse, phases) do not combine.
+      # suffixes that put a sitecustomize on PYTHONPATH (spin, lockread, dirtylock, sparse, streamall, phases) do not combine.
       # @pin2: the server (and chroma) held to two CPUs of different physical cores, the clients (4
       # processes, as on the 2-core machine) on eight others; @same2: everything on those same two CPUs.
-      # @novel: every plain-words recall query new (mcp_load --novel-queries).
+      # @novel: every plain-words recall query new (mcp_load --novel-queries). @streamall: every tool call
+      # answered through the SDK's streaming path, as before the seventeenth round (a sitecustomize).
       # The tree and .whl together must stay under the 64 MiB a call carries: past that, carry the chroma
       # wheel the way the model travels (to /tmp/carry) and copy it into .whl in the call that runs this.
       read -r PIN_SERVER PIN_CLIENTS < <($PY - <<'PY'
@@ -244,6 +245,9 @@ PY
       mkdir -p /tmp/sparse  # @sparse: the collections made with chroma's default graph, as before 2026-11-29
       printf '%s\n' "from skillbase.memory import vectors as _v" \
         "_v.COLLECTION_METADATA = {'hnsw:space': 'cosine'}" > /tmp/sparse/sitecustomize.py
+      mkdir -p /tmp/streamall  # @streamall: no call taken by mcp_server.http.QuickCalls
+      printf '%s\n' "from skillbase.mcp_server import http as _h" \
+        "_h.QuickCalls._quick_call = lambda self, body: False" > /tmp/streamall/sitecustomize.py
       mkdir -p /tmp/dirtylock
       printf '%s\n' "from skillbase.memory import vectors as _v" \
         "_v.VectorIndex._writer_at_work = lambda self: False" > /tmp/dirtylock/sitecustomize.py
@@ -254,6 +258,7 @@ PY
         case $spec in *@lockread*) envs+=("PYTHONPATH=/tmp/lockread:$PYTHONPATH") ;; esac
         case $spec in *@dirtylock*) envs+=("PYTHONPATH=/tmp/dirtylock:$PYTHONPATH") ;; esac
         case $spec in *@sparse*) envs+=("PYTHONPATH=/tmp/sparse:$PYTHONPATH") ;; esac
+        case $spec in *@streamall*) envs+=("PYTHONPATH=/tmp/streamall:$PYTHONPATH") ;; esac
         phases=""
         case $spec in *@phases*) phases=$OUT/load/phases_${spec//@/_}_$$_$RANDOM
           envs+=("PYTHONPATH=$PWD/benchmarks/phases:$PYTHONPATH" "SKILLBASE_PHASES_DIR=$phases") ;; esac

@@ -744,9 +744,12 @@ def main(argv: list[str] | None = None) -> dict:
                 asyncio.run(_warm(url))
             # The yardstick after the warm-ups: a server still starting would slow it.
             speed_ms = python_speed_ms()
-            # With several servers, the first one is profiled.
-            spy = attach_py_spy(servers[0].pid, args.profile, args.profile_cpu,
-                                gil=args.profile_gil) if args.profile else None
+            # With several servers, the first one is profiled; with `--workers N`, its first worker (the
+            # process on the port only starts and watches the workers).
+            spy = None
+            if args.profile:
+                first = worker_pids(servers[0].pid)[0] if args.workers > 1 else servers[0].pid
+                spy = attach_py_spy(first, args.profile, args.profile_cpu, gil=args.profile_gil)
             try:
                 for n in [int(x) for x in args.clients.split(",")]:
                     for rate in rates:
