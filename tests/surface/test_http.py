@@ -3,6 +3,7 @@ non-loopback address without a token. The server runs under uvicorn on a loopbac
 
 from __future__ import annotations
 
+import json
 
 import anyio
 import httpx
@@ -11,8 +12,9 @@ from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from skillbase.mcp_server.http import http_app, is_loopback
+from skillbase.mcp_server.http import QUICK_TOOLS, STREAMING_TOOLS, QuickCalls, http_app, is_loopback
 from skillbase.mcp_server.server import build_server
+from skillbase import seeds
 from skillbase.config import Settings
 from skillbase.errors import ConfigError
 
@@ -75,3 +77,152 @@ def test_a_non_loopback_address_without_a_token_is_refused(tmp_path):
     assert http_app(server, host="0.0.0.0", port=8765, token=TOKEN) is not None
     assert all(is_loopback(h) for h in ("127.0.0.1", "localhost", "::1", "127.0.0.2"))
     assert not any(is_loopback(h) for h in ("0.0.0.0", "10.0.0.1", "example.com"))
+
+
+@pytest.fixture(scope="module")
+def routed(module_home):
+    """A server whose router counts where each POST went: (route, JSON-RPC method, tool name)."""
+    from skillbase.api import SkillBase
+
+    sb = SkillBase(Settings.from_env(env={}, home=module_home))
+    port = free_port()
+    app = http_app(build_server(sb, warm=False), host="127.0.0.1", port=port, token=TOKEN)
+    router = app.app
+    assert isinstance(router, QuickCalls)
+    seen: list[tuple[str, str | None, str | None]] = []
+
+    def counted(route, inner):
+        async def call(scope, receive, send):
+            first = await receive()
+            try:
+                msg = json.loads(first.get("body") or b"null")
+            except ValueError:
+                msg = None
+            msg = msg if isinstance(msg, dict) else {}
+            seen.append((route, msg.get("method"), (msg.get("params") or {}).get("name")))
+            sent = [first]
+
+            async def again():
+                return sent.pop() if sent else await receive()
+
+            await inner(scope, again, send)
+        return call
+
+    router.quick, router.app = counted("json", router.quick), counted("default", router.app)
+    with running(app, port):
+        yield f"http://127.0.0.1:{port}/mcp", seen
+    sb.close()
+
+
+def test_quick_calls_are_answered_in_json_mode_and_a_benchmark_still_streams_progress(routed):
+    url, seen = routed
+    assert "benchmark_kernel" in STREAMING_TOOLS and {"recall", "record_lesson", "attempt_history"} <= QUICK_TOOLS
+    relu = seeds.TASKS_DIR / "relu"
+
+    async def main():
+        progress = []
+
+        async def on_progress(done, total, message):
+            progress.append(message)
+
+        http = create_mcp_http_client(headers={"authorization": f"Bearer {TOKEN}"})
+        async with http, Client(streamable_http_client(url, http_client=http)) as client:
+            recall = await client.call_tool("recall", {"task": "relu", "k": 3})
+            bad = await client.call_tool("recall", {"task": "relu", "k": 0})
+            bench = await client.call_tool("benchmark_kernel", {"task": "relu", "source": (relu / "naive.py").read_text(),
+                                                                "session": "http-progress"},
+                                           progress_callback=on_progress)
+            history = await client.call_tool("attempt_history", {"task": "relu", "session": "http-progress"})
+            return recall, bad, bench, history, progress
+
+    seen.clear()
+    recall, bad, bench, history, progress = anyio.run(main)
+    assert len(recall.structured_content["items"]) == 3
+    assert bad.is_error and "k" in bad.content[0].text  # validation errors come back the same way
+    assert not bench.is_error and bench.structured_content["attempt_id"], bench.content[0].text[:500]
+    assert progress, "benchmark_kernel sent no progress over HTTP"
+    assert [h["id"] for h in history.structured_content["attempts"]] == [bench.structured_content["attempt_id"]]
+    calls = [(route, name) for route, method, name in seen if method == "tools/call"]
+    assert calls == [("json", "recall"), ("json", "recall"), ("default", "benchmark_kernel"),
+                     ("json", "attempt_history")], seen
+    assert all(route == "default" for route, method, _ in seen if method != "tools/call"), seen
+
+
+def test_a_session_of_an_earlier_protocol_stays_with_its_manager(routed):
+    url, seen = routed
+    auth = {**ACCEPT, "authorization": f"Bearer {TOKEN}"}
+    seen.clear()
+    with httpx.Client(headers=auth, timeout=30) as http:
+        opened = http.post(url, json=INIT)
+        assert opened.status_code == 200
+        session = {"mcp-session-id": opened.headers["mcp-session-id"], "mcp-protocol-version": "2025-06-18"}
+        http.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session)
+        got = http.post(url, json={"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                                   "params": {"name": "get_skill", "arguments": {"name": "coalesced-memory-access"}}},
+                        headers=session)
+    assert got.status_code == 200 and "coalesced-memory-access" in got.text
+    assert [route for route, _, _ in seen] == ["default"] * 3, seen
+
+
+async def _asgi(app, scope, chunks):
+    """Run ``app`` on one request whose body arrives in ``chunks``; the messages it was sent."""
+    pending = [{"type": "http.request", "body": c, "more_body": i < len(chunks) - 1} for i, c in enumerate(chunks)]
+    sent = []
+
+    async def receive():
+        return pending.pop(0) if pending else {"type": "http.disconnect"}
+
+    async def send(message):
+        sent.append(message)
+
+    await app(scope, receive, send)
+    return sent
+
+
+def test_the_router_hands_every_body_on_whole_and_routes_only_quick_tool_calls():
+    got = []
+
+    def recorder(route):
+        async def app(scope, receive, send):
+            body = b""
+            while True:
+                m = await receive()
+                body += m.get("body", b"")
+                if not m.get("more_body"):
+                    break
+            got.append((route, body))
+        return app
+
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+
+    def router(stateless):
+        # A real manager (never run here: the router only asks it its size limit), its app replaced.
+        r = QuickCalls(recorder("default"), StreamableHTTPSessionManager(app=None, json_response=True, stateless=True,
+                                                                         max_request_body_size=200), "/mcp", stateless)
+        r.quick = recorder("json")
+        return r
+
+    modern = [(b"mcp-protocol-version", b"2026-07-28")]
+    legacy = [(b"mcp-protocol-version", b"2025-06-18")]
+
+    def scope(headers, path="/mcp", method="POST"):
+        return {"type": "http", "method": method, "path": path, "headers": headers}
+
+    call = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                       "params": {"name": "recall", "arguments": {"task": "relu"}}}).encode()
+    cases = [
+        (router(False), scope(modern), [call[:10], call[10:]], "json"),  # split body, joined again
+        (router(False), scope(legacy), [call], "default"),  # a session's request
+        (router(True), scope(legacy), [call], "json"),  # stateless: every request stands alone
+        (router(False), scope(modern), [call.replace(b"recall", b"benchmark_kernel")], "default"),
+        (router(False), scope(modern), [call.replace(b"recall", b"no_such_tool")], "default"),
+        (router(False), scope(modern), [b"{not json"], "default"),
+        (router(False), scope(modern), [b"[1, 2]"], "default"),
+        (router(False), scope(modern), [call + b" " * 300], "default"),  # past the size limit: refused there
+        (router(False), scope(modern, path="/mcp/other"), [call], "default"),
+        (router(False), scope(modern, method="GET"), [call], "default"),
+    ]
+    for r, s, chunks, want in cases:
+        got.clear()
+        anyio.run(_asgi, r, s, chunks)
+        assert got == [(want, b"".join(chunks))], (s, chunks[0][:40], got)
