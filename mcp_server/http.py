@@ -106,11 +106,11 @@ class QuickCalls:
     """ASGI: a call of a tool that never reports progress is answered by a second session manager of
     the same server in the SDK's JSON-response mode; everything else goes to ``app`` unchanged.
 
-    By default the SDK answers a 2026-07-28 request by running its handler as a second task beside a
-    third that watches for the client leaving, under a 15 s timer and an in-memory stream, so that a
+    By default the SDK answers a 2026-07-28 request by running its handler in a task of its own beside
+    another that watches for the client leaving, under a 15 s timer and an in-memory stream, so that a
     handler sending a notification can switch the answer to server-sent events. A quick tool sends
     none (only ``STREAMING_TOOLS`` report progress) and is answered with one JSON body either way; the
-    machinery cost the loaded server a tenth of its CPU a call (docs/benchmarks.md, issue 21,
+    machinery cost the loaded server about a tenth of its CPU a call (docs/benchmarks.md, issue 21,
     seventeenth round). What the JSON mode gives up is cancelling the call when its client disconnects,
     which a tool running on a worker thread did not honour anyway.
 
@@ -134,8 +134,11 @@ class QuickCalls:
             await self.app(scope, receive, send)
             return
         chunks, whole = await self._read(receive)
-        replay = _replaying(chunks, whole, receive)
-        if whole and self._quick_call(b"".join(m.get("body", b"") for m in chunks)):
+        if whole:  # handed on as one message
+            chunks = [{"type": "http.request", "body": b"".join(m.get("body", b"") for m in chunks),
+                       "more_body": False}]
+        replay = _replaying(chunks, receive)
+        if whole and self._quick_call(chunks[0]["body"]):
             await self.quick(scope, replay, send)
         else:
             await self.app(scope, replay, send)
@@ -171,11 +174,8 @@ class QuickCalls:
         return isinstance(params, dict) and params.get("name") in self.tools
 
 
-def _replaying(chunks: list[Message], whole: bool, receive: Receive) -> Receive:
-    """A ``receive`` giving the messages already read (the body as one message when it was read whole),
-    then the client's own."""
-    if whole:
-        chunks = [{"type": "http.request", "body": b"".join(m.get("body", b"") for m in chunks), "more_body": False}]
+def _replaying(chunks: list[Message], receive: Receive) -> Receive:
+    """A ``receive`` giving the messages already read, then the client's own."""
     pending = list(chunks)
 
     async def replay() -> Message:
