@@ -226,3 +226,33 @@ def test_the_router_hands_every_body_on_whole_and_routes_only_quick_tool_calls()
         got.clear()
         anyio.run(_asgi, r, s, chunks)
         assert got == [(want, b"".join(chunks))], (s, chunks[0][:40], got)
+
+
+def test_a_stateless_server_answers_quick_calls_of_earlier_protocols_in_json(module_home):
+    # `serve --workers` is stateless: a client of an earlier protocol (no session kept) gets its quick calls
+    # from the JSON-mode manager (one JSON body; the default manager answers those as an event stream).
+    from skillbase.api import SkillBase
+
+    sb = SkillBase(Settings.from_env(env={}, home=module_home))
+    port = free_port()
+    auth = {**ACCEPT, "authorization": f"Bearer {TOKEN}"}
+    app = http_app(build_server(sb, warm=False), host="127.0.0.1", port=port, token=TOKEN, stateless=True)
+    try:
+        with running(app, port), httpx.Client(headers=auth, timeout=60) as http:
+            url = f"http://127.0.0.1:{port}/mcp"
+            for version in ("2025-06-18", "2025-11-25"):
+                opened = http.post(url, json={**INIT, "params": {**INIT["params"], "protocolVersion": version}})
+                assert opened.status_code == 200 and "mcp-session-id" not in opened.headers
+                head = {"mcp-protocol-version": version}
+                got = http.post(url, headers=head, json={"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+                    "name": "get_skill", "arguments": {"name": "coalesced-memory-access"}}})
+                assert got.status_code == 200 and got.headers["content-type"].startswith("application/json"), (
+                    got.status_code, got.headers["content-type"], got.text[:200])
+                assert got.json()["result"]["structuredContent"]["skill"]["name"] == "coalesced-memory-access"
+                bad = http.post(url, headers=head, json={"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+                    "name": "recall", "arguments": {"task": "relu", "k": 0}}})
+                assert bad.status_code == 200 and bad.json()["result"]["isError"], bad.text[:300]
+                listed = http.post(url, headers=head, json={"jsonrpc": "2.0", "id": 4, "method": "tools/list"})
+                assert listed.status_code == 200 and listed.headers["content-type"].startswith("text/event-stream")
+    finally:
+        sb.close()
