@@ -166,7 +166,7 @@ class QuickCalls:
     def _quick_call(self, body: bytes) -> bool:
         try:
             message = json.loads(body)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth: the SDK answers
             return False
         if not isinstance(message, dict) or message.get("method") != "tools/call":
             return False

@@ -164,9 +164,11 @@ def test_a_session_of_an_earlier_protocol_stays_with_its_manager(routed):
     assert [route for route, _, _ in seen] == ["default"] * 3, seen
 
 
-async def _asgi(app, scope, chunks):
-    """Run ``app`` on one request whose body arrives in ``chunks``; the messages it was sent."""
-    pending = [{"type": "http.request", "body": c, "more_body": i < len(chunks) - 1} for i, c in enumerate(chunks)]
+async def _asgi(app, scope, chunks, left=False):
+    """Run ``app`` on one request whose body arrives in ``chunks`` (with ``left``, the client leaves
+    before its last chunk's end); the messages it was sent."""
+    pending = [{"type": "http.request", "body": c, "more_body": left or i < len(chunks) - 1}
+               for i, c in enumerate(chunks)]
     sent = []
 
     async def receive():
@@ -190,7 +192,7 @@ def test_the_router_hands_every_body_on_whole_and_routes_only_quick_tool_calls()
                 body += m.get("body", b"")
                 if not m.get("more_body"):
                     break
-            got.append((route, body))
+            got.append((route, body) if m["type"] == "http.request" else (route, body, m["type"]))
         return app
 
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
@@ -222,10 +224,17 @@ def test_the_router_hands_every_body_on_whole_and_routes_only_quick_tool_calls()
         (router(False), scope(modern, path="/mcp/other"), [call], "default"),
         (router(False), scope(modern, method="GET"), [call], "default"),
     ]
+    deep = b"[" * 100_000 + b"]" * 100_000
+    cases.append((QuickCalls(recorder("default"), StreamableHTTPSessionManager(app=None, json_response=True),
+                             "/mcp", False), scope(modern), [deep], "default"))  # past the JSON parser's depth
     for r, s, chunks, want in cases:
         got.clear()
         anyio.run(_asgi, r, s, chunks)
         assert got == [(want, b"".join(chunks))], (s, chunks[0][:40], got)
+    # A client that leaves mid-body: what it sent, then its leaving, go to the default manager.
+    got.clear()
+    anyio.run(_asgi, router(False), scope(modern), [call[:10]], True)
+    assert got == [("default", call[:10], "http.disconnect")], got
 
 
 def test_a_stateless_server_answers_quick_calls_of_earlier_protocols_in_json(module_home):
