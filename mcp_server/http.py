@@ -99,7 +99,7 @@ class PathDispatch:
 
 # Tools that report progress while they run: their calls keep the SDK's streaming answer.
 STREAMING_TOOLS = frozenset(spec.name for spec in TOOLS if spec.long_running)
-QUICK_TOOLS = frozenset(spec.name for spec in TOOLS) - STREAMING_TOOLS
+UNSTREAMED_TOOLS = frozenset(spec.name for spec in TOOLS) - STREAMING_TOOLS
 
 
 class QuickCalls:
@@ -120,7 +120,7 @@ class QuickCalls:
     request goes to ``app`` whole, to be refused there) and handed on as it came."""
 
     def __init__(self, app: ASGIApp, quick: StreamableHTTPSessionManager, path: str, stateless: bool,
-                 tools: frozenset[str] = QUICK_TOOLS):
+                 tools: frozenset[str] = UNSTREAMED_TOOLS):
         self.app, self.manager, self.path, self.stateless, self.tools = app, quick, path, stateless, tools
         self.quick = StreamableHTTPASGIApp(quick)
 

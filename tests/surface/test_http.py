@@ -10,9 +10,10 @@ import httpx
 import pytest
 from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from skillbase.mcp_server.http import QUICK_TOOLS, STREAMING_TOOLS, QuickCalls, http_app, is_loopback
+from skillbase.mcp_server.http import UNSTREAMED_TOOLS, STREAMING_TOOLS, QuickCalls, http_app, is_loopback
 from skillbase.mcp_server.server import build_server
 from skillbase import seeds
 from skillbase.config import Settings
@@ -81,7 +82,7 @@ def test_a_non_loopback_address_without_a_token_is_refused(tmp_path):
 
 @pytest.fixture(scope="module")
 def routed(module_home):
-    """A server whose router counts where each POST went: (route, JSON-RPC method, tool name)."""
+    """A server whose router records where each request went: (route, JSON-RPC method, tool name)."""
     from skillbase.api import SkillBase
 
     sb = SkillBase(Settings.from_env(env={}, home=module_home))
@@ -116,7 +117,7 @@ def routed(module_home):
 
 def test_quick_calls_are_answered_in_json_mode_and_a_benchmark_still_streams_progress(routed):
     url, seen = routed
-    assert "benchmark_kernel" in STREAMING_TOOLS and {"recall", "record_lesson", "attempt_history"} <= QUICK_TOOLS
+    assert "benchmark_kernel" in STREAMING_TOOLS and {"recall", "record_lesson", "attempt_history"} <= UNSTREAMED_TOOLS
     relu = seeds.TASKS_DIR / "relu"
 
     async def main():
@@ -194,8 +195,6 @@ def test_the_router_hands_every_body_on_whole_and_routes_only_quick_tool_calls()
                     break
             got.append((route, body) if m["type"] == "http.request" else (route, body, m["type"]))
         return app
-
-    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
     def router(stateless):
         # A real manager (never run here: the router only asks it its size limit), its app replaced.
