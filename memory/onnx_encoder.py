@@ -30,6 +30,7 @@ import hashlib
 import json
 import logging
 import os
+import shutil
 import tempfile
 import threading
 import warnings
@@ -260,14 +261,25 @@ class _NoPreprocessingAdvice(logging.Filter):
 
 
 def quantize(float_path: Path, out: Path) -> None:
-    """Write the int8 model of the float export ``float_path`` to ``out`` (see the module's text)."""
+    """Write the int8 model of the float export ``float_path`` to ``out`` (see the module's text).
+
+    The quantizer writes a shape-inferred copy of its input beside that input under a fixed name and
+    deletes it when done, so two processes quantizing the shared export at once (two test workers,
+    two servers starting on a fresh cache) would delete each other's copy. It is given a link to the
+    export in a directory of its own instead."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     advice = _NoPreprocessingAdvice()
     logging.getLogger().addFilter(advice)
     try:
-        quantize_dynamic(str(float_path), str(out), per_channel=True, weight_type=QuantType.QInt8,
-                         op_types_to_quantize=["MatMul"])
+        with tempfile.TemporaryDirectory(prefix=float_path.stem + ".", dir=out.parent) as private:
+            src = Path(private) / float_path.name
+            try:
+                os.link(float_path, src)
+            except OSError:  # a file system without hard links
+                shutil.copyfile(float_path, src)
+            quantize_dynamic(str(src), str(out), per_channel=True, weight_type=QuantType.QInt8,
+                             op_types_to_quantize=["MatMul"])
     finally:
         logging.getLogger().removeFilter(advice)
 

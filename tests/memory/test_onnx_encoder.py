@@ -149,6 +149,32 @@ def test_the_int8_model_is_quantized_once_checked_and_named_apart(model_cache):
     assert np.array_equal(fresh.embed([TEXTS[3]])[0], a[3]) and "quantized now" in fresh.runtime
 
 
+def test_the_quantizer_writes_nothing_beside_the_shared_export(tmp_path, model_cache, monkeypatch):
+    # ONNX Runtime's quantizer writes '<input>-inferred.onnx' beside its input and deletes it after:
+    # two processes quantizing the shared export at once deleted each other's (a fresh cache under
+    # two test workers). Every file it writes must be in a directory of its own.
+    import onnx
+
+    import skillbase.memory.onnx_encoder as oe
+
+    Embedder(precision="fp32").embed(["the float export exists"])
+    float_path = model_cache / f"{model_key(default_model_path())}.onnx"
+    before = sorted(p.name for p in model_cache.iterdir())
+    written = []
+    infer = onnx.shape_inference.infer_shapes_path
+
+    def recording(src, dst="", *args, **kwargs):
+        written.append(oe.Path(dst or src))
+        return infer(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(onnx.shape_inference, "infer_shapes_path", recording)
+    out = tmp_path / "int8.onnx"
+    oe.quantize(float_path, out)
+    assert written and all(w.parent != float_path.parent for w in written)
+    assert sorted(p.name for p in model_cache.iterdir()) == before  # nothing left behind either
+    assert out.is_file() and float_path.is_file()
+
+
 def test_an_int8_model_that_cannot_run_is_an_error_not_a_fallback(tmp_path, model_cache, monkeypatch):
     import skillbase.memory.onnx_encoder as oe
 
