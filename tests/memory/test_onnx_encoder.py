@@ -7,6 +7,7 @@ import json
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -164,7 +165,7 @@ def test_the_quantizer_writes_nothing_beside_the_shared_export(tmp_path, model_c
     infer = onnx.shape_inference.infer_shapes_path
 
     def recording(src, dst="", *args, **kwargs):
-        written.append(oe.Path(dst or src))
+        written.append(Path(dst or src))
         return infer(src, dst, *args, **kwargs)
 
     monkeypatch.setattr(onnx.shape_inference, "infer_shapes_path", recording)
