@@ -13,11 +13,11 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from skillbase.mcp_server.http import UNSTREAMED_TOOLS, STREAMING_TOOLS, QuickCalls, http_app, is_loopback
-from skillbase.mcp_server.server import build_server
 from skillbase import seeds
 from skillbase.config import Settings
 from skillbase.errors import ConfigError
+from skillbase.mcp_server.http import STREAMING_TOOLS, UNSTREAMED_TOOLS, QuickCalls, _replaying, http_app, is_loopback
+from skillbase.mcp_server.server import build_server
 
 from .servers import free_port, running
 
@@ -101,12 +101,7 @@ def routed(module_home):
                 msg = None
             msg = msg if isinstance(msg, dict) else {}
             seen.append((route, msg.get("method"), (msg.get("params") or {}).get("name")))
-            sent = [first]
-
-            async def again():
-                return sent.pop() if sent else await receive()
-
-            await inner(scope, again, send)
+            await inner(scope, _replaying([first], receive), send)
         return call
 
     router.quick, router.app = counted("json", router.quick), counted("default", router.app)
@@ -130,9 +125,8 @@ def test_quick_calls_are_answered_in_json_mode_and_a_benchmark_still_streams_pro
         async with http, Client(streamable_http_client(url, http_client=http)) as client:
             recall = await client.call_tool("recall", {"task": "relu", "k": 3})
             bad = await client.call_tool("recall", {"task": "relu", "k": 0})
-            bench = await client.call_tool("benchmark_kernel", {"task": "relu", "source": (relu / "naive.py").read_text(),
-                                                                "session": "http-progress"},
-                                           progress_callback=on_progress)
+            args = {"task": "relu", "source": (relu / "naive.py").read_text(), "session": "http-progress"}
+            bench = await client.call_tool("benchmark_kernel", args, progress_callback=on_progress)
             history = await client.call_tool("attempt_history", {"task": "relu", "session": "http-progress"})
             return recall, bad, bench, history, progress
 
