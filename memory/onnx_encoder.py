@@ -30,9 +30,11 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 import tempfile
 import threading
+import time
 import warnings
 from importlib import metadata
 from pathlib import Path
@@ -44,6 +46,12 @@ MAX_DIFF = 1e-4  # largest element difference from the torch model over the prob
 MIN_COS = 0.98  # smallest cosine between the quantized and the float export's vectors over the probes
 QUANT = "int8 weights per output column, MatMul only, dynamic 8-bit activations"  # part of the file's name
 OPSET = 17
+# Work files of an export or a quantization (``<key>.<random>.tmp``, and the quantizer's folder
+# ``<key>.<random>/``) are removed when it ends; a process killed meanwhile leaves them. One older than
+# this is nobody's (making either file takes seconds) and is removed before the next one is made.
+# ``<random>``: the 8 characters of ``tempfile``'s names.
+LEFTOVER_AGE_S = 3600.0
+_WORK_FILE = re.compile(r"^[0-9a-f]{24}\.(?:int8-[0-9a-f]{16}\.)?[a-z0-9_]{8}(?:\.tmp)?$")
 PROBES = (
     "split-K on a GEMM whose K dwarfs M and N: the square tiles left most SMs idle",
     "Row softmax, one program per row; the row no longer fits in registers at 1.5 MiB.",
@@ -60,6 +68,36 @@ def cache_dir() -> Path:
         return Path(env).expanduser()
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "skillbase" / "models"
+
+
+def sweep_leftovers(folder: Path, older_than_s: float = LEFTOVER_AGE_S) -> list[str]:
+    """Remove the work files and folders that exports and quantizations killed midway left in the
+    model cache ``folder`` (named as they name theirs, untouched for ``older_than_s``); returns their
+    names. Finished models (``.onnx``) and anything named otherwise are never touched."""
+    removed = []
+    now = time.time()
+    try:
+        entries = list(folder.iterdir())
+    except OSError:
+        return removed
+    for p in entries:
+        work_file = p.name.endswith(".tmp")
+        if not _WORK_FILE.match(p.name) or work_file == p.is_dir():
+            continue
+        try:
+            if now - p.lstat().st_mtime < older_than_s:
+                continue
+            if work_file:
+                p.unlink()
+            else:
+                shutil.rmtree(p)
+        except OSError:  # gone already (another process swept it), or not ours to remove
+            continue
+        removed.append(p.name)
+    if removed:
+        logging.getLogger(__name__).info("removed %d leftover model work file(s) from %s: %s",
+                                         len(removed), folder, ", ".join(removed))
+    return removed
 
 
 def plain_model(model_dir: Path) -> tuple[bool, str]:
@@ -214,6 +252,7 @@ def _open_float(model_dir: Path, threads: int, load_st: Callable[[], Any]) -> tu
     # Exported and checked under a name of its own; only a checked export takes the shared name
     # (atomically), so another process never opens one that is half written or wrong.
     path.parent.mkdir(parents=True, exist_ok=True)
+    sweep_leftovers(path.parent)
     fd, name = tempfile.mkstemp(prefix=path.stem + ".", suffix=".tmp", dir=path.parent)
     os.close(fd)
     tmp = Path(name)
@@ -287,6 +326,7 @@ def quantize(float_path: Path, out: Path) -> None:
 def _open_quantized(float_enc: OnnxEncoder, model_dir: Path, threads: int) -> tuple[OnnxEncoder | None, str]:
     path = quantized_path(float_enc.path)
     # As the float export: made under a name of its own, checked, then renamed into place.
+    sweep_leftovers(path.parent)
     fd, name = tempfile.mkstemp(prefix=path.stem + ".", suffix=".tmp", dir=path.parent)
     os.close(fd)
     tmp = Path(name)

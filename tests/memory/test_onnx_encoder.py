@@ -4,9 +4,11 @@ and its int8 model, quantized once from that export, checked against it, named a
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -174,6 +176,38 @@ def test_the_quantizer_writes_nothing_beside_the_shared_export(tmp_path, model_c
     assert written and all(w.parent != float_path.parent for w in written)
     assert sorted(p.name for p in model_cache.iterdir()) == before  # nothing left behind either
     assert out.is_file() and float_path.is_file()
+
+
+def test_work_files_a_killed_process_left_are_swept_before_the_next_model_is_made(tmp_path, model_cache,
+                                                                                  monkeypatch):
+    import skillbase.memory.onnx_encoder as oe
+
+    Embedder(precision="fp32").embed(["the float export exists"])
+    key = model_key(default_model_path())
+    old = time.time() - oe.LEFTOVER_AGE_S - 60
+    leftovers = [model_cache / f"{key}.k1ll3d_x.tmp", model_cache / f"{key}.int8-0123456789abcdef.q_9zzzzz.tmp"]
+    for p in leftovers:
+        p.write_bytes(b"half a model")
+    quantizer_dir = model_cache / f"{key}.abc_1234"  # the quantizer's own folder, with its link and copy
+    quantizer_dir.mkdir()
+    (quantizer_dir / f"{key}.onnx").write_bytes(b"link")
+    (quantizer_dir / f"{key}-inferred.onnx").write_bytes(b"copy")
+    leftovers.append(quantizer_dir)
+    recent = model_cache / f"{key}.l1v3_now.tmp"  # another process's export in progress: left alone
+    recent.write_bytes(b"being written")
+    foreign = [model_cache / "notes.tmp", model_cache / f"{key}.backup"]  # named otherwise: never ours
+    foreign[0].write_bytes(b"a user's file")
+    foreign[1].mkdir()
+    for p in [*leftovers, *foreign]:
+        os.utime(p, (old, old))
+    monkeypatch.setattr(oe, "QUANT", oe.QUANT + " (made after a crash)")  # an int8 model not made yet
+    e = Embedder()
+    e.embed(["made again"])
+    assert "quantized now" in e.runtime
+    assert not any(p.exists() for p in leftovers)
+    assert recent.exists() and all(p.exists() for p in foreign)
+    assert (model_cache / f"{key}.onnx").is_file()  # finished models are never swept, however old
+    assert oe.sweep_leftovers(tmp_path / "no such folder") == []
 
 
 def test_an_int8_model_that_cannot_run_is_an_error_not_a_fallback(tmp_path, model_cache, monkeypatch):
