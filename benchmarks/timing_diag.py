@@ -17,6 +17,11 @@ With ``--states`` it asks instead whether the GPU's recent load moves a kernel's
 autotuner's chosen config, then the call time in 50 ms windows over 2 s of back-to-back calls
 that start from a rested GPU (3 s idle), with the SM clock and power at each window; then
 do_bench and the toolchain's timer, each once after a rest and once right after 2 s of load.
+
+With ``--holds`` it asks whether the hold decision moves a kernel's figure: the timer as it decides
+(held where the call is short or its host slow to queue it), then with the hold forced, twice each,
+alternated, beside do_bench; each line says whether the GPU was held and whether the event pair's
+cost was taken off.
 """
 
 from __future__ import annotations
@@ -134,7 +139,31 @@ def states(spec: str) -> None:
                       flush=True)
 
 
+def holds(spec: str) -> None:
+    import triton.testing
+
+    _, model, sets = load(spec)
+    clock = timing.Clock(torch)
+    flush = timing.flush_buffer(clock, "cuda", torch.cuda.get_device_properties(0).L2_cache_size)
+    plan = timing.TimingPlan()
+    with torch.no_grad():
+        for rep in range(2):
+            us = triton.testing.do_bench(lambda: model(*sets[0]), return_mode="median") * 1e3
+            print(f"{spec:34s} {'do_bench, set 0':26s} run {rep}: median {us:8.2f} µs", flush=True)
+            for label, force in (("as decided", False), ("hold forced", True)):
+                samples, how = timing.measure(lambda k: model(*sets[k]), 4, clock, flush, plan, _force_hold=force)
+                us = timing.summarize(samples, "", 4).median_ms * 1e3
+                held = "held" if "spin kernel" in how else "not held"
+                pair = "pair taken off" if "less the" in how else "pair kept"
+                print(f"{spec:34s} {label:26s} run {rep}: median {us:8.2f} µs  {held}, {pair}", flush=True)
+
+
 if __name__ == "__main__":
     specs = [a for a in sys.argv[1:] if not a.startswith("--")]
     for spec in specs:
-        states(spec) if "--states" in sys.argv else run(spec)
+        if "--states" in sys.argv:
+            states(spec)
+        elif "--holds" in sys.argv:
+            holds(spec)
+        else:
+            run(spec)
