@@ -788,7 +788,8 @@ def main(argv: list[str] | None = None) -> dict:
                         "cpu_model": _cpu_model(), "python": platform.python_version(),
                         "load_average_before": [round(x, 2) for x in load_before],
                         "load_average_after": [round(x, 2) for x in os.getloadavg()],
-                        "python_loop_ms": speed_ms, "model_run_cpu_ms": model_ms, "cpu_stolen_share": _stolen_share(cpu_before, _cpu_times())},
+                        "python_loop_ms": speed_ms, "model_run_cpu_ms": model_ms,
+                        "cpu_stolen_share": _stolen_share(cpu_before, _cpu_times())},
             "seed_s": round(seed_s, 1),
         }
         stolen = result["machine"]["cpu_stolen_share"]

@@ -195,8 +195,8 @@ HELD_MIN_SAMPLES = 800
 # run it can have the GPU wait for the host between a start event and the call: those samples read the
 # host's pace. Settling ran the same calls back to back without events around each; samples whose median
 # is more than this share above what a call took there (its flush taken off) are taken for host waits,
-# and the call is timed again held. H200, 18 unheld evaluations: 0.91-1.01 of it, and 1.16 for the one
-# the host slowed (a 72 µs layernorm read 82.9 µs, its IQR 13 µs, against 71.6 held and by do_bench).
+# and the call is timed again held. H200: 17 unheld evaluations read 0.91-1.01 of it, the one the host
+# slowed 1.16 (a 72 µs layernorm read 82.9 µs, its IQR 13 µs, against 71.6 held and by do_bench).
 HOST_WAIT_TOLERANCE = 0.05
 
 
@@ -424,14 +424,6 @@ def measure(
         return again, how + (f"; timed again held: unheld, its median read {median_ms * 1e3:.1f} µs, under the "
                              f"{HOLD_BELOW_MS * 1e3:.0f} µs below which a call is held (the first estimate, "
                              f"{est_ms * 1e3:.0f} µs a call with its flush, had put it above)")
-    paced_call_ms = paced_ms - flush_ms
-    if (not hold and not _force_hold and not throttled and clock.sleep is not None and paced_call_ms > 0
-            and median_ms > paced_call_ms * (1 + HOST_WAIT_TOLERANCE)):
-        again, how = measure(call, n_sets, clock, flush, plan, progress, _force_hold=True)
-        return again, how + (f"; timed again held: unheld, its median read {median_ms * 1e3:.1f} µs, "
-                             f"{100 * (median_ms / paced_call_ms - 1):.0f}% over the {paced_call_ms * 1e3:.1f} µs "
-                             "a call took back to back while settling (the GPU waited for the host inside the "
-                             f"samples; the host took {host_us:.0f} µs to queue a call, median)")
     top_mhz = max(top_mhz, mhz_before or 0)
     if not hold and not throttled and not _limiter_late and _limiter_began(clock, top_mhz, mhz_after):
         # Settling ended before the limiter acted (a heavy call's first ~150 ms run at boost clocks, with no
@@ -441,6 +433,15 @@ def measure(
         again, how = measure(call, n_sets, clock, flush, plan, progress, _limiter_late=True)
         return again, how + (f"; sampled again: the power limiter began to act only while {len(samples)} first "
                              f"samples were taken (SM clock {top_mhz} -> {mhz_after} MHz)")
+    # Checked after the limiter: a clock that fell while sampling also reads slower than settling did.
+    paced_call_ms = paced_ms - flush_ms
+    if (not hold and not _force_hold and not throttled and clock.sleep is not None and paced_call_ms > 0
+            and median_ms > paced_call_ms * (1 + HOST_WAIT_TOLERANCE)):
+        again, how = measure(call, n_sets, clock, flush, plan, progress, _force_hold=True)
+        return again, how + (f"; timed again held: unheld, its median read {median_ms * 1e3:.1f} µs, "
+                             f"{100 * (median_ms / paced_call_ms - 1):.0f}% over the {paced_call_ms * 1e3:.1f} µs "
+                             "a call took back to back while settling (the GPU waited for the host inside the "
+                             f"samples; the host took {host_us:.0f} µs to queue a call, median)")
     return samples, method
 
 

@@ -331,7 +331,6 @@ def test_a_call_held_only_for_its_slow_host_reads_as_it_does_unheld():
     assert statistics.median(short) == pytest.approx(0.004, rel=1e-6)
 
 
-
 def _busy(ms: float) -> None:
     import time
 
