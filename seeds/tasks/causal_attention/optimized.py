@@ -48,7 +48,10 @@ def _attend(acc, l_i, m_i, q, k_head, v_head, S, offs_m, lo, hi, qk_scale,
             kt = tl.load(kt_ptrs, mask=in_seq[None, :], other=0.0)
             qk = tl.dot(q, kt)
             causal = offs_m[:, None] >= (start_n + tl.arange(0, BLOCK_N))[None, :]
-            qk = qk * qk_scale + tl.where(causal, 0.0, -1.0e6)
+            # -inf, not a large finite constant: scores have no bound (fp16 inputs in the thousands
+            # score past 1e6), and a finite mask lets such a future key through. Every row sees key
+            # `diag` in its first diagonal block, so its max is finite from there on.
+            qk = tl.where(causal, qk * qk_scale, float("-inf"))
             m_new = tl.maximum(m_i, tl.max(qk, axis=1))
             qk -= m_new[:, None]
         else:
