@@ -317,9 +317,10 @@ class Evaluation:
         """One more call on inputs drawn sign-symmetric, larger and with zeros and ties (``widen.py``),
         compared where the reference's output is finite: a kernel right only on the task's own draw fails."""
         torch = self.torch
-        drawn = self.draw(tm, self.fresh_seed())
+        draw_seed, widen_seed = self.fresh_seed(), self.fresh_seed()
+        drawn = self.draw(tm, draw_seed)
         names = widen.forward_names(tm.Model, len(drawn))
-        inputs, how, ratio = widen.widen(torch, drawn, names, tm.meta.get("domain"), self.fresh_seed())
+        inputs, how, ratio = widen.widen(torch, drawn, names, tm.meta.get("domain"), widen_seed)
         del drawn
         if not how:
             self.book.skipped("matches_reference_on_wider_inputs", "no floating input to widen")
@@ -361,8 +362,9 @@ class Evaluation:
                 allowance = ""
             at = "" if masked else self._input_at(inputs, names, c.worst_index, o.numel())
             self.book.failed("matches_reference_on_wider_inputs",
-                             f"output {i}: {c.problem}{allowance} on inputs {described}{at}; the task draws narrower "
-                             "inputs, but the operator is defined for these (declare META['domain'] if it is not)")
+                             f"output {i}: {c.problem}{allowance} on inputs {described}{at} (seed {draw_seed}, "
+                             f"widened with seed {widen_seed}); the task draws narrower inputs, but the operator is "
+                             "defined for these (declare META['domain'] if it is not)")
             return
         self.book.passed("matches_reference_on_wider_inputs", f"within tolerance on inputs {described}")
 

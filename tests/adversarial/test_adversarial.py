@@ -5,6 +5,8 @@ run verifies under the Triton interpreter (what CI checks); the GPU run (marked
 ``gpu``) adds the profiler, timing and the physical floor.
 """
 
+import re
+
 import pytest
 
 from .conftest import HERE
@@ -91,6 +93,7 @@ def test_kernels_right_only_on_the_drawn_inputs_are_incorrect(adv_toolchain, tas
     assert failed == {"matches_reference_on_wider_inputs"}, (r.message, failed)
     assert r.verdict == "incorrect"
     assert "N(0, " in r.message and "exact zeros" in r.message
+    assert re.search(r"\(seed \d+, widened with seed \d+\)", r.message), r.message  # its seeds named
 
 
 def test_the_honest_version_passes_the_widened_draw(adv_toolchain):
