@@ -29,10 +29,10 @@ def row_loss_kernel(logits_ptr, targets_ptr, loss_ptr, V, row_stride, BLOCK_SIZE
     for start in range(0, V, BLOCK_SIZE):
         x = tl.load(logits + start + cols, mask=start + cols < V, other=float("-inf"))
         s += tl.exp(x - row_max)
-    logsumexp = row_max + tl.log(tl.sum(s, axis=0))
-
+    # loss = logsumexp - x[target] = log(sum) - (x[target] - max): the max is taken off x[target] first,
+    # since max + log(sum) rounds log(sum) away where |max| is huge (a row masked with float32's lowest).
     target = tl.load(targets_ptr + row)
-    tl.store(loss_ptr + row, logsumexp - tl.load(logits + target))
+    tl.store(loss_ptr + row, tl.log(tl.sum(s, axis=0)) - (tl.load(logits + target) - row_max))
 
 
 @triton.jit

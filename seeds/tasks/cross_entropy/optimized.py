@@ -41,25 +41,31 @@ def row_loss_kernel(logits_ptr, targets_ptr, loss_ptr, V, row_stride, BLOCK_SIZE
     logits = logits_ptr + row * row_stride
     cols = tl.arange(0, BLOCK_SIZE)
 
-    # Lane-wise online statistics in the log2 domain: lane i sees columns i,
-    # i + BLOCK_SIZE, ... The max starts at a finite -1e30 rather than -inf so
-    # that lanes that only ever see padding (-inf) keep sum 0 instead of nan.
-    m = tl.full([BLOCK_SIZE], -1e30, tl.float32)
+    # Lane-wise online statistics: lane i sees columns i, i + BLOCK_SIZE, ...
+    # The max starts at float32's lowest finite value rather than -inf, so
+    # that lanes that only ever see padding (-inf) keep sum 0 instead of nan;
+    # not at a larger sentinel such as -1e30, which would leave a row masked
+    # with the lowest value with sum 0. Maxima stay in the logits' own units
+    # and differences are scaled to log2 after the subtraction: x * log2(e)
+    # first would round by an error growing with |x|, and overflow to -inf
+    # for the lowest values.
+    m = tl.full([BLOCK_SIZE], -3.4028234663852886e38, tl.float32)
     s = tl.zeros([BLOCK_SIZE], tl.float32)
     for start in range(0, V, BLOCK_SIZE):
         x = tl.load(logits + start + cols, mask=start + cols < V, other=float("-inf"),
                     eviction_policy="evict_first")
-        x = x * 1.4426950408889634
         d = x - m
-        e = tl.exp2(-tl.abs(d))
+        e = tl.exp2(-tl.abs(d) * 1.4426950408889634)
         # x above the running max: rescale the old sum and count x as 2^0.
         s = tl.where(d > 0, s * e + 1.0, s + e)
         m = tl.maximum(m, x)
     row_max = tl.max(m, axis=0)
-    log2_sum = row_max + tl.log2(tl.sum(s * tl.exp2(m - row_max), axis=0))
+    log_sum = tl.log(tl.sum(s * tl.exp2((m - row_max) * 1.4426950408889634), axis=0))
 
+    # log(sum) - (x[target] - max): the max is taken off x[target] first, since max + log(sum) would
+    # round log(sum) away where |max| is huge.
     target = tl.load(targets_ptr + row)
-    tl.store(loss_ptr + row, log2_sum * 0.6931471805599453 - tl.load(logits + target))
+    tl.store(loss_ptr + row, log_sum - (tl.load(logits + target) - row_max))
 
 
 @triton.jit

@@ -30,7 +30,9 @@ def row_loss_kernel(logits_ptr, targets_ptr, loss_ptr, V, row_stride, BLOCK_SIZE
         row_max = new_max
 
     target = tl.load(targets_ptr + row)
-    tl.store(loss_ptr + row, row_max + tl.log(row_sum) - tl.load(logits + target))
+    # log(sum) - (x[target] - max), not max + log(sum) - x[target]: the first rounds nothing away where
+    # |max| is huge (a row masked with float32's lowest value).
+    tl.store(loss_ptr + row, tl.log(row_sum) - (tl.load(logits + target) - row_max))
 
 
 @triton.jit

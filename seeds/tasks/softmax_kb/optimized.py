@@ -87,11 +87,12 @@ def softmax_coop_kernel(x_ptr, y_ptr, stats_ptr, count_ptr, n_rows, n_cols, x_ro
         else:
             x = tl.load(x_ptr + r * x_row_stride + cols, mask=mask, other=float("-inf"),
                         eviction_policy="evict_first")
-        # Chunk statistics. The max is floored at a finite -1e30 so that a chunk of -inf values gets
-        # sum 0 instead of exp2(-inf - -inf) = nan. The max is taken off before scaling to the log2
+        # Chunk statistics. The max is floored at float32's lowest finite value so that a chunk of -inf
+        # values gets sum 0 instead of exp2(-inf - -inf) = nan (a larger floor such as -1e30 would give a
+        # row masked with the lowest value sum 0). The max is taken off before scaling to the log2
         # domain: x * log2(e) - m rounds x * log2(e) first, an error that grows with |x| (1e-4 relative
         # at |x| ~ 1600), while x - m is exact where it matters.
-        m = tl.maximum(tl.max(x, axis=0), -1e30)
+        m = tl.maximum(tl.max(x, axis=0), -3.4028234663852886e38)
         e = tl.exp2((x - m) * 1.4426950408889634)
         tl.store(stats_ptr + r * MAX_CHUNKS + chunk, m)
         tl.store(sums_ptr + r * MAX_CHUNKS + chunk, tl.sum(e, axis=0))
@@ -100,7 +101,8 @@ def softmax_coop_kernel(x_ptr, y_ptr, stats_ptr, count_ptr, n_rows, n_cols, x_ro
         arrived = tl.atomic_add(count_ptr + row, 1, sem="acq_rel", scope="gpu") + 1
         while arrived < n_chunks:
             arrived = tl.atomic_add(count_ptr + row, 0, sem="acquire", scope="gpu")
-        ms = tl.load(stats_ptr + r * MAX_CHUNKS + k, mask=k < n_chunks, other=-1e30, cache_modifier=".cg")
+        ms = tl.load(stats_ptr + r * MAX_CHUNKS + k, mask=k < n_chunks, other=-3.4028234663852886e38,
+                     cache_modifier=".cg")
         ss = tl.load(sums_ptr + r * MAX_CHUNKS + k, mask=k < n_chunks, other=0.0, cache_modifier=".cg")
         row_max = tl.max(ms, axis=0)
         scale = tl.exp2((m - row_max) * 1.4426950408889634) / \
@@ -127,7 +129,7 @@ def softmax_wide_kernel(x_ptr, y_ptr, n_cols, x_row_stride, y_row_stride, BLOCK_
     cols = tl.arange(0, BLOCK_SIZE)
     # Pass 1, lane-wise online statistics (see step2_lanewise.py); maxima kept in x's own domain and
     # differences scaled to log2 after the subtraction (exact), not before (an error growing with |x|).
-    m = tl.full([BLOCK_SIZE], -1e30, tl.float32)
+    m = tl.full([BLOCK_SIZE], -3.4028234663852886e38, tl.float32)
     s = tl.zeros([BLOCK_SIZE], tl.float32)
     for start in range(0, n_cols, BLOCK_SIZE):
         x = tl.load(x_row + start + cols, mask=start + cols < n_cols, other=float("-inf"))

@@ -66,10 +66,12 @@ def softmax_wide_kernel(x_ptr, y_ptr, n_cols, x_row_stride, y_row_stride, BLOCK_
     cols = tl.arange(0, BLOCK_SIZE)
 
     # Pass 1, lane-wise online statistics: lane i sees
-    # columns i, i + BLOCK_SIZE, ... The max starts at a finite -1e30 rather
-    # than -inf so that lanes that only ever see padding (-inf) keep sum 0
-    # instead of computing -inf - -inf = nan.
-    m = tl.full([BLOCK_SIZE], -1e30, tl.float32)
+    # columns i, i + BLOCK_SIZE, ... The max starts at float32's lowest
+    # finite value rather than -inf, so that lanes that only ever see padding
+    # (-inf) keep sum 0 instead of computing -inf - -inf = nan; not at a
+    # larger sentinel such as -1e30, which a row masked with the lowest value
+    # (every value below it) would leave with sum 0 and 0 / 0 at the end.
+    m = tl.full([BLOCK_SIZE], -3.4028234663852886e38, tl.float32)
     s = tl.zeros([BLOCK_SIZE], tl.float32)
     for start in range(0, n_cols, BLOCK_SIZE):
         x = tl.load(x_row + start + cols, mask=start + cols < n_cols, other=float("-inf"))
