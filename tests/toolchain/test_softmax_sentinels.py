@@ -3,7 +3,8 @@
 Masked positions are often filled with float32's lowest value (``torch.finfo(torch.float32).min``)
 rather than -inf; a fully masked row then holds only that value, and PyTorch's softmax gives it equal
 weights (its max is subtracted first). A kernel whose running max starts at a finite sentinel such as
--1e30 sees every such value as far below its max, sums nothing and divides by zero. The rows here are:
+-1e30 sees every such value as far below its max, sums nothing and divides by zero; a cross-entropy
+written as max + log(sum) - x[target] rounds log(sum) away for such a row. The rows here are:
 all float32-lowest, all -1e35, a few ordinary values among float32-lowest ones, and an ordinary row,
 at a width that takes each solution's in-register path and at one that takes its streaming path.
 Triton solutions run under the interpreter (a subprocess), every solution compiled on a GPU.
