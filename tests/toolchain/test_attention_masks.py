@@ -10,30 +10,21 @@ on a GPU, compiled.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from skillbase.toolchain import tasks
 
-ROOT = Path(__file__).resolve().parents[2]
+from .solution_script import run_json
+
 TASK, _ = tasks.resolve_task_path("causal_attention")
 SOLUTIONS = list(tasks.solutions_of(TASK))
 
 SCRIPT = r"""
-import importlib.util, json, math, sys, torch
+import math, torch
 
-def load(path):
-    spec = importlib.util.spec_from_file_location("solution", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-device, paths = sys.argv[1], sys.argv[2:]
+paths = sys.argv[2:]
 B, H, S, D = 1, 1, 160, 64
 g = torch.Generator().manual_seed(3)
 q, k, v = (torch.randn(B, H, S, D, generator=g).half() for _ in range(3))
@@ -58,14 +49,8 @@ print(json.dumps(out))
 
 
 def _errors(device: str) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    if device == "cpu":
-        env["TRITON_INTERPRET"] = "1"
     paths = [str(TASK.parent / f"{s}.py") for s in SOLUTIONS]
-    proc = subprocess.run([sys.executable, "-c", SCRIPT, device, *paths], env=env, capture_output=True,
-                          text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return {Path(p).stem: r for p, r in json.loads(proc.stdout.strip().splitlines()[-1]).items()}
+    return {Path(p).stem: r for p, r in run_json(SCRIPT, device, *paths).items()}
 
 
 @pytest.fixture(scope="module")

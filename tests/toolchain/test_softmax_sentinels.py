@@ -13,9 +13,6 @@ Triton solutions run under the interpreter (a subprocess), every solution compil
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -23,7 +20,8 @@ import pytest
 from skillbase.toolchain import tasks
 from skillbase.toolchain.source import detect_language
 
-ROOT = Path(__file__).resolve().parents[2]
+from .solution_script import run_json
+
 TASKS = ("row_softmax", "softmax_kb", "cross_entropy")
 
 
@@ -38,15 +36,9 @@ def _solutions(cuda_too: bool) -> list[tuple[str, str]]:
 
 
 SCRIPT = r"""
-import importlib.util, json, sys, torch
+import torch
 
-def load(path, name):
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-device, jobs = sys.argv[1], json.loads(sys.argv[2])
+jobs = json.loads(sys.argv[2])
 lowest = torch.finfo(torch.float32).min
 g = torch.Generator().manual_seed(5)
 out = {}
@@ -75,17 +67,11 @@ print(json.dumps(out))
 
 
 def _errors(device: str, pairs: list[tuple[str, str]]) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    if device == "cpu":
-        env["TRITON_INTERPRET"] = "1"
     jobs = []
     for task, sol in pairs:
         path, _ = tasks.resolve_task_path(task)
         jobs.append([str(path), str(path.parent / f"{sol}.py"), f"{task}/{sol}"])
-    proc = subprocess.run([sys.executable, "-c", SCRIPT, device, json.dumps(jobs)], env=env,
-                          capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_json(SCRIPT, device, json.dumps(jobs), timeout=900)
 
 
 CPU_PAIRS = _solutions(cuda_too=False)
