@@ -8,7 +8,7 @@
 #   OUT=/tmp/gpu bash benchmarks/gpu_suite.sh                 # everything
 #   PARTS="bench" TASKS="relu row_softmax" bash benchmarks/gpu_suite.sh
 #
-# PARTS: any of env tests tests_agent bench launch cuda_build diag tune campaign suite_kb suite_pair suite_scale kb_agree kb_adv ray_smoke
+# PARTS: any of env tests tests_agent ablation bench launch cuda_build diag tune campaign suite_kb suite_pair suite_scale kb_agree kb_adv ray_smoke
 # ray_scale profile mcp_load embed_threads import_gpu_memory (default: env tests bench). launch: launch-bound timing. cuda_build: a CUDA C++ candidate cold, then in
 # a second process (cuda_build.json). tune: the memory-bound sweep. DIAG: specs for diag. TASKS: built-in task names
 # (default: all). NCU: TASK/SOLUTION specs to compare with Nsight Compute. DB_WARMUP: do_bench's warm-up in ms
@@ -154,6 +154,21 @@ for part in $PARTS; do
             ${KB_EVAL:+--with-kernelbench} 2>&1 | tail -10
           [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
       esac ;;
+    ablation)
+      # One round of the memory ablation (benchmarks/ablation/README.md): every candidate of RUN, a run
+      # directory `harness collect` wrote (carried under .gpu-runs/), evaluated without recording and
+      # starting none after SUITE_LIMIT s (call again with the state to go on). The results come back as
+      # $OUT/ablation_run.tgz for `harness record`; the baselines stay in the state for the next round.
+      if [ -z "${KB:-}" ] || [ ! -d "$KB" ] || [ -z "${RUN:-}" ] || [ ! -d "$RUN" ]; then
+        echo "ablation needs KB=<a KernelBench checkout> and RUN=<a run directory>" >&2; status=2; continue; fi
+      $PY -m skillbase.suite run "$RUN" --kernelbench "$KB" --no-record --time-limit "${SUITE_LIMIT:-420}" --json \
+        > "$OUT/ablation.json" 2> "$OUT/ablation.log"
+      rc=$?; [ $rc = 0 ] || [ $rc = 9 ] || { echo "suite run exited $rc" >&2; status=1; }
+      tail -n 45 "$OUT/ablation.log"
+      $PY -c "import json,sys; r=json.load(open(sys.argv[1])); print('complete' if not r.get('left') else f\"{len(r['left'])} left\")" \
+        "$OUT/ablation.json" 2>/dev/null
+      tar czf "$OUT/ablation_run.tgz" -C "$(dirname "$RUN")" "$(basename "$RUN")/.skillbase"
+      save_state ;;
     campaign)
       # The KernelBench campaign (issue 16): every benchmarks/campaign/manifest_*.json merged into one
       # manifest, evaluated here without recording (`skillbase suite record` stores the run where the
