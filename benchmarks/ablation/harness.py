@@ -110,27 +110,43 @@ def prepare(args) -> int:
             ws = w.ws(root)
             (ws / "submit").mkdir(parents=True)
             shutil.copyfile(path, ws / path.name)
+            shutil.copyfile(BRIEF, ws / "BRIEF.md")
             if arm == "on":
                 shutil.copytree(template, w.store(root))
             else:
                 w.store(root).mkdir(parents=True)
             w.log(root).parent.mkdir(parents=True, exist_ok=True)
-            sb = ws / "sb"
-            sb.write_text(WRAPPER.format(store=shlex.quote(str(w.store(root))), python=shlex.quote(sys.executable),
-                                         script=shlex.quote(str(HERE / "logged_cli.py")),
-                                         log=shlex.quote(str(w.log(root))),
-                                         round_file=shlex.quote(str(root / "round"))))
-            sb.chmod(0o755)
             workspaces.append(w)
     (root / "assignments.json").write_text(json.dumps(
         {"set": args.set, "kernelbench": str(args.kernelbench.resolve()), "repo": str(HERE.parents[1]),
          "workspaces": [asdict(w) for w in workspaces]}, indent=1))
+    write_wrappers(root, args.python or Path(sys.executable))
     (root / "round").write_text("0")
     rec = RECORDS / args.set
     rec.mkdir(parents=True, exist_ok=True)
     problems = [{"level": lv, "problem": p, "file": f.name} for (lv, p), f in sorted(files.items())]
     _write_json(rec / "problems.json", {"set": args.set, "problems": problems, "dropped": []})
     print(f"prepared {len(workspaces)} workspaces ({len(files)} problems x {len(ARMS)} arms) in {root}")
+    return 0
+
+
+def write_wrappers(root: Path, python: Path) -> None:
+    """Each workspace's ``./sb``, running the product installed with ``python`` (the agents' frozen copy:
+    the product does not change under them while a run is under way) beside its ``logged_cli.py``."""
+    script = root / "logged_cli.py"  # a copy, frozen with the run like the product
+    if not script.is_file():
+        shutil.copyfile(HERE / "logged_cli.py", script)
+    for w in load_workspaces(root):
+        sb = w.ws(root) / "sb"
+        sb.write_text(WRAPPER.format(store=shlex.quote(str(w.store(root))), python=shlex.quote(str(python)),
+                                     script=shlex.quote(str(script)), log=shlex.quote(str(w.log(root))),
+                                     round_file=shlex.quote(str(root / "round"))))
+        sb.chmod(0o755)
+
+
+def wrap(args) -> int:
+    write_wrappers(args.root.resolve(), args.python)
+    print(f"wrappers now run {args.python}")
     return 0
 
 
@@ -148,9 +164,10 @@ def _init_store(home: Path) -> None:
 
 
 def prompt_for(root: Path, w: Workspace, round_no: int) -> str:
-    """What an agent is given: the brief, word for word, then its workspace and round."""
-    return (BRIEF.read_text().rstrip() + "\n\n---\n"
-            f"Your workspace: {w.ws(root)}\nThis is round {round_no} of {ROUNDS}.\n")
+    """What an agent is given: the brief (a copy of brief.md in its workspace, the same in both arms),
+    its workspace and its round."""
+    return (f"Read {w.ws(root) / 'BRIEF.md'} and do what it says. Your workspace is {w.ws(root)}. "
+            f"This is round {round_no} of {ROUNDS}.")
 
 
 def prompt(args) -> int:
@@ -392,6 +409,30 @@ def _round_calls(root: Path, round_no: int) -> list[dict]:
     return rows
 
 
+def reset(args) -> int:
+    """Start a workspace's round 1 again from nothing (its agent was stopped before it submitted): the
+    workspace back to its problem, brief and ``./sb``, the store back to the arm's start, its calls dropped."""
+    root = args.root.resolve()
+    by_id = {w.id: w for w in load_workspaces(root)}
+    for wid in args.ids:
+        w = by_id[wid]
+        if any((w.ws(root) / "submit").glob("round*.py")):
+            print(f"{wid} has submitted a round: not reset", file=sys.stderr)
+            return 2
+        ws = w.ws(root)
+        for entry in ws.iterdir():
+            if entry.name not in (w.problem_file, "BRIEF.md", "sb", "submit"):
+                shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
+        shutil.rmtree(w.store(root))
+        if w.arm == "on":
+            shutil.copytree(root / "template-on", w.store(root))
+        else:
+            w.store(root).mkdir()
+        w.log(root).write_text("")
+        print(f"{wid} reset")
+    return 0
+
+
 def status(args) -> int:
     """Who has submitted which round."""
     root = args.root.resolve()
@@ -431,6 +472,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--set", choices=sorted(SETS), required=True)
     p.add_argument("--kernelbench", type=Path, required=True)
     p.add_argument("--root", type=Path, required=True)
+    p.add_argument("--python", type=Path, help="the agents' interpreter (default: this one)")
+    wp = sub.add_parser("wrap")
+    wp.add_argument("--root", type=Path, required=True)
+    wp.add_argument("--python", type=Path, required=True)
     for name in ("prompt", "collect", "record"):
         q = sub.add_parser(name)
         q.add_argument("--root", type=Path, required=True)
@@ -439,10 +484,14 @@ def main(argv: list[str] | None = None) -> int:
             q.add_argument("--arm", choices=ARMS)
         if name == "record":
             q.add_argument("--results", type=Path, help="the GPU call's ablation_run.tgz")
+    r = sub.add_parser("reset")
+    r.add_argument("--root", type=Path, required=True)
+    r.add_argument("ids", nargs="+")
     s = sub.add_parser("status")
     s.add_argument("--root", type=Path, required=True)
     args = ap.parse_args(argv)
-    return {"prepare": prepare, "prompt": prompt, "collect": collect, "record": record, "status": status}[args.cmd](args)
+    return {"prepare": prepare, "wrap": wrap, "prompt": prompt, "collect": collect, "record": record, "reset": reset,
+            "status": status}[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -46,6 +46,17 @@ def returned_items(command: str, stdout: str, as_json: bool) -> list[str]:
     return out
 
 
+# What would change the store's contents beyond the agent's own work (load the shipped memory into an
+# empty store, import another store): refused in both arms alike.
+REFUSED = {("init",), ("memory", "import"), ("memory", "reindex"), ("skills", "import"), ("skills", "add"),
+           ("suite", "record"), ("suite", "run"), ("serve",), ("ui",), ("optimize",), ("distill",), ("demo",)}
+
+
+def refused(args: list[str]) -> bool:
+    words = tuple(a for a in args if not a.startswith("-"))
+    return any(words[:len(r)] == r for r in REFUSED)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--log", type=Path, required=True)
@@ -55,7 +66,11 @@ def main(argv: list[str] | None = None) -> int:
     args = ns.args[1:] if ns.args[:1] == ["--"] else ns.args
     exe = Path(sys.executable).with_name("skillbase")
     start = time.time()
-    proc = subprocess.run([str(exe), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if refused(args):
+        proc = subprocess.CompletedProcess(args, 2, "", f"error: `{' '.join(args)}` is not available in this "
+                                                        "workspace: its store holds this problem's work only\n")
+    else:
+        proc = subprocess.run([str(exe), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     sys.stdout.write(proc.stdout)
     sys.stderr.write(proc.stderr)
     command = next((a for a in args if not a.startswith("-")), "")
