@@ -8,7 +8,7 @@
 #   OUT=/tmp/gpu bash benchmarks/gpu_suite.sh                 # everything
 #   PARTS="bench" TASKS="relu row_softmax" bash benchmarks/gpu_suite.sh
 #
-# PARTS: any of env tests tests_agent ablation bench launch cuda_build diag tune campaign suite_kb suite_pair suite_scale kb_agree kb_adv ray_smoke
+# PARTS: any of env tests tests_agent sandbox ablation bench launch cuda_build diag tune campaign suite_kb suite_pair suite_scale kb_agree kb_adv ray_smoke
 # ray_scale profile mcp_load embed_threads import_gpu_memory (default: env tests bench). launch: launch-bound timing. cuda_build: a CUDA C++ candidate cold, then in
 # a second process (cuda_build.json). tune: the memory-bound sweep. DIAG: specs for diag. TASKS: built-in task names
 # (default: all). NCU: TASK/SOLUTION specs to compare with Nsight Compute. DB_WARMUP: do_bench's warm-up in ms
@@ -154,6 +154,19 @@ for part in $PARTS; do
             ${KB_EVAL:+--with-kernelbench} 2>&1 | tail -10
           [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
       esac ;;
+    sandbox)
+      # The jail on the GPU path: bubblewrap from BWRAP_DEB (a Debian .deb carried in; the machine has no
+      # package index) when bwrap is missing, then the hostile candidates (tests/sandbox, on the GPU here)
+      # and the warm overhead, jailed against unconfined (benchmarks/sandbox_overhead.py).
+      if ! command -v bwrap >/dev/null 2>&1; then
+        deb=$(ls ${BWRAP_DEB:-.carry/bubblewrap_*.deb} 2>/dev/null | head -1)
+        [ -n "$deb" ] || { echo "sandbox needs bwrap: carry Debian's bubblewrap .deb in .carry/" >&2; status=2; continue; }
+        mkdir -p /tmp/bw && dpkg -x "$deb" /tmp/bw && export PATH=/tmp/bw/usr/bin:$PATH
+      fi
+      $PY -m pytest -q -p no:cacheprovider tests/sandbox 2>&1 | tee "$OUT/pytest_sandbox.log" | tail -15
+      [ "${PIPESTATUS[0]}" = 0 ] || status=1
+      $PY -m benchmarks.sandbox_overhead --device cuda --rounds "${ROUNDS:-3}" --json "$OUT/sandbox_overhead.json" 2>&1 | tail -5
+      [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
     ablation)
       # One round of the memory ablation (benchmarks/ablation/README.md): every candidate of RUN, a run
       # directory `harness collect` wrote (carried under .gpu-runs/), evaluated without recording and

@@ -64,6 +64,18 @@ class Settings(BaseModel):
     cpu_shape_mb: int = Field(64, ge=1, description="on the CPU, tasks without META['small'] are shrunk until one "
                                                     "forward moves at most this many MiB (SKILLBASE_CPU_SHAPE_MB)")
     worker_file_mb: int = Field(2_048, description="largest file a worker may write, MiB")
+    worker_disk_mb: int = Field(4_096, description="most a worker may hold on the host's disk (its folder: "
+                                                   "workspace and compile caches' writable layer), MiB")
+    worker_tmp_mb: int = Field(2_048, description="size of a jailed worker's private /tmp (a tmpfs), MiB")
+    worker_cpu_s: float = Field(4 * 3600.0, description="CPU seconds a worker process may use in its life")
+    worker_max_procs: int = Field(512, ge=16, description="processes a worker and all it started may run at once "
+                                                          "(a cgroup's pids.max where one can be made)")
+    sandbox: Literal["auto", "bwrap", "off"] = Field(
+        "auto", description="how workers are jailed (SKILLBASE_SANDBOX): auto uses bubblewrap where it works "
+                            "and falls back to unconfined workers with a warning; bwrap refuses to evaluate "
+                            "without it; off runs workers unconfined")
+    require_sandbox: bool = Field(False, description="refuse to run candidates where no jail can be built (set by "
+                                                    "`serve --transport http` unless --trust-clients)")
     max_log_chars: int = Field(4_000, description="compiler / error logs are truncated to this in reports")
     agent_model: str = Field("claude-sonnet-4-6", description="model for the reference agent (SKILLBASE_AGENT_MODEL)")
     http_token: str | None = Field(None, description="bearer token for the HTTP transport (SKILLBASE_TOKEN)")
@@ -92,6 +104,7 @@ class Settings(BaseModel):
             ("eval_timeout_s", "SKILLBASE_EVAL_TIMEOUT_S", float),
             ("cpu_shape_mb", "SKILLBASE_CPU_SHAPE_MB", int),
             ("agent_model", "SKILLBASE_AGENT_MODEL", str),
+            ("sandbox", "SKILLBASE_SANDBOX", str),
         ):
             if env.get(name):
                 try:

@@ -20,6 +20,7 @@ import inspect
 import json
 import os
 import re
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -63,14 +64,21 @@ def install(torch: Any) -> None:
     if getattr(original, "_skillbase_cached", False):
         return
     signature = inspect.signature(original)
-    env_root = os.environ.get("TORCH_EXTENSIONS_DIR")
-    root = Path(env_root) if env_root else Path(ext._get_build_directory("skillbase", False)).parent
+    default_root = Path(ext._get_build_directory("skillbase", False)).parent
 
     def load_inline(*args, **kwargs):
         bound = signature.bind(*args, **kwargs)
         if bound.arguments.get("build_directory") is None:
+            # Read per call: each evaluation has its own writable layer (layered_cache).
+            env_root = os.environ.get("TORCH_EXTENSIONS_DIR")
+            root = Path(env_root) if env_root else default_root
             keyed = f"{bound.arguments['name']}_{build_key(torch, dict(bound.arguments))}"
             folder = root / keyed
+            lower = os.environ.get("SKILLBASE_EXTENSIONS_LOWER")
+            if lower and (Path(lower) / keyed).is_dir() and not folder.exists():
+                # A build this candidate finished before, kept read-only: copied with its times, so ninja
+                # finds it up to date and only loads it.
+                shutil.copytree(Path(lower) / keyed, folder, symlinks=False)
             folder.mkdir(parents=True, exist_ok=True)
             bound.arguments["build_directory"] = str(folder)
             # The module takes the content-keyed name too. torch versions a name per process: a warm

@@ -53,6 +53,7 @@ class WorkerEnv:
     l2_bytes: int | None = None
     poison_byte: int | None = None
     threads: int = 0  # threads alive when idle; more after an evaluation means the candidate left some
+    keep: set[str] = field(default_factory=set)  # the worker folder's entries made at start-up
 
 
 class Stop(Exception):

@@ -132,6 +132,10 @@ class Toolchain:
             path = str(Path(name_or_path).expanduser().resolve())
         if path is None:
             known = ", ".join(task.solutions) or "none"
+            if name_or_path.endswith((".py", ".cu")) or "/" in name_or_path or "\\" in name_or_path:
+                raise NotFound(f"the solution file {name_or_path!r} does not exist",
+                               hint="check the path (relative paths start where you run the command)"
+                                    + (f"; built-in solutions of {task.name}: {known}" if task.solutions else ""))
             raise NotFound(f"no solution {name_or_path!r} for task {task.name}",
                            hint=f"pass a file path or one of the built-in solutions: {known}")
         source = read_source(path, self.settings.max_source_bytes, what="solution")
@@ -211,6 +215,7 @@ class Toolchain:
         if use_cache and (hit := self.compiles.get(key)):
             return CompileReport(**hit)
         req = {"op": "compile", "task_path": task.path, "shape": None, "small": task.small_shape,
+               "cache_ns": candidate.source_hash,
                "source": candidate.source, "solution_path": candidate.path, "language": language, "arch": arch,
                "timeout_s": self.settings.compile_timeout_s,
                # compile stays on this host: a cluster's GPUs say nothing about a CUDA build here
@@ -283,6 +288,7 @@ class Toolchain:
             report = profiler.unavailable_report(task, chash, "cpu", None, "no_gpu", why, compiled)
             return report.model_copy(update={"wall_s": round(time.perf_counter() - start, 3)})
         req = {"op": "profile", "task_path": task.path, "shape": None, "source": candidate.source,
+               "cache_ns": candidate.source_hash,
                "ncu_timeout_s": profiler.NCU_TIMEOUT_S, "no_ncu": not ncu}
         try:
             reply = self.pool.get(worker).request(
@@ -481,9 +487,15 @@ class Toolchain:
         start = time.perf_counter()
         kind = "cpu" if worker.startswith("cpu") else "cuda"
         lang = self._language(task, cand, kind)
-        shape = self._shape_for(task, kind)
         hw = roofline.cpu_hardware() if kind == "cpu" else self._hardware_of(worker)
         versions = self.pool.versions(worker)
+        problem = static.precheck(cand.source)
+        if problem is not None:  # answered here, before any worker: a file that cannot run is known at once
+            return BenchReport(task=task.name, task_signature=task.signature, solution_hash=cand.source_hash,
+                               language=lang, device=worker if kind == "cuda" else "cpu", hardware=hw,
+                               toolchain=versions, verdict="invalid", message=problem,
+                               timing_unavailable=f"not run: {problem}", wall_s=time.perf_counter() - start)
+        shape = self._shape_for(task, kind)
         options = {"trials": TRIALS, "kind": kind, "timing": self.timing if kind == "cuda" else None,
                    "extra_shapes": task.extra_shapes if kind == "cuda" else []}
         key = make_key("bench", task.source_hash, shape, cand.source, versions, hw.key, options)
@@ -495,6 +507,7 @@ class Toolchain:
                                      {k: v for k, v in versions.items() if k != "toolchain"}) for b in BASELINES}
         cached_baselines = {b: self.baseline_cache.get(k) for b, k in baseline_keys.items()} if kind == "cuda" else {}
         req = {"op": "evaluate", "task_path": task.path, "shape": shape, "source": cand.source,
+               "cache_ns": cand.source_hash,
                "solution_path": cand.path, "language": lang, "trials": TRIALS,
                "tolerance": task.tolerance.model_dump(), "extra_shapes": options["extra_shapes"],
                "output_bytes": [trace.output_bytes], "timing": options["timing"],
@@ -513,6 +526,10 @@ class Toolchain:
                                                traceback=str(reply.get("traceback", ""))[-4000:]),
                                wall_s=time.perf_counter() - start)
         result = reply["result"]
+        if reply.get("recycle"):  # what the worker found after the candidate and undid by starting afresh
+            result = {**result, "notes": [*(result.get("notes") or []),
+                                          *(f"after the candidate: {r}; the worker was restarted"
+                                            for r in reply["recycle"] if r != "requested by the evaluation")]}
         baselines, baseline_host = self._baselines(result, cached_baselines, baseline_keys)
         report = self._assemble(base, task, trace, hw, result, baselines, kind, shape)
         wall = time.perf_counter() - start

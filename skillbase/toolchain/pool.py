@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from skillbase.config import Settings, usable_cores
+from skillbase.toolchain import layered_cache, limits, sandbox, seccomp
 from skillbase.toolchain.cache import toolchain_versions
 from skillbase.toolchain.verify import CPU_MALLOC_PERTURB
 
@@ -54,16 +55,22 @@ def scrub_env(env: dict[str, str]) -> dict[str, str]:
     return {k: v for k, v in env.items() if _KEEP.match(k) and not _SECRET.search(k)}
 
 
-def worker_env(settings: Settings, kind: str, gpu: int | None, base: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment of a worker of ``kind``: scrubbed, plus caches under the store and the device pin."""
+def worker_env(settings: Settings, kind: str, gpu: int | None, base: dict[str, str] | None = None,
+               home: Path | None = None) -> dict[str, str]:
+    """The environment of a worker of ``kind``: scrubbed, plus its own folders and the device pin.
+
+    ``home`` is the worker's own folder: HOME and the compile caches' writable layer live there until
+    each evaluation points the caches at its own layer (``layered_cache``)."""
     env = scrub_env(dict(os.environ if base is None else base))
-    cache = settings.cache_dir
+    own = home if home is not None else settings.cache_dir / "worker"
     env.update({
         "PYTHONPATH": os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p),
         "PYTHONUNBUFFERED": "1",
-        "TRITON_CACHE_DIR": str(cache / "triton"),
-        "TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"),
-        "TORCH_EXTENSIONS_DIR": str(cache / "torch_extensions"),
+        "HOME": str(own),
+        "TMPDIR": "/tmp",
+        "TRITON_CACHE_DIR": str(own / "triton" / "_worker"),
+        "TORCHINDUCTOR_CACHE_DIR": str(own / "inductor" / "_worker"),
+        "TORCH_EXTENSIONS_DIR": str(own / "torch_extensions" / "_worker"),
         "TRITON_DEFAULT_FP_FUSION": env.get("TRITON_DEFAULT_FP_FUSION", "1"),
         # CUDA C++ extension builds (ninja) use every core this process may run on.
         "MAX_JOBS": env.get("MAX_JOBS") or str(usable_cores()),
@@ -76,7 +83,7 @@ def worker_env(settings: Settings, kind: str, gpu: int | None, base: dict[str, s
         env["MALLOC_PERTURB_"] = CPU_MALLOC_PERTURB  # fresh host allocations hold 0x7F bytes: unwritten outputs show
     elif kind == "cuda":
         env["CUDA_VISIBLE_DEVICES"] = str(gpu)
-        # Autotuning results persist on disk (keyed by kernel source, key values and
+        # Autotuning results persist in the cache with the kernels (keyed by kernel source, key values and
         # configs): re-evaluating an unchanged autotuned kernel does not re-time every config.
         env["TRITON_CACHE_AUTOTUNING"] = "1"
     return env
@@ -85,14 +92,17 @@ def worker_env(settings: Settings, kind: str, gpu: int | None, base: dict[str, s
 class Worker:
     """One worker process and the two pipes to it. Thread-safe: one request at a time."""
 
-    def __init__(self, settings: Settings, kind: str, gpu: int | None = None):
+    def __init__(self, settings: Settings, kind: str, gpu: int | None = None, jail: sandbox.Jail | None = None):
         self.settings, self.kind, self.gpu = settings, kind, gpu
+        self.jail = jail if jail is not None else sandbox.choose(settings.sandbox)
         self.proc: subprocess.Popen | None = None
         self.lock = threading.Lock()
         self.starts = 0
         self._buf = b""
         self._req_w = self._rep_r = None
+        self.base: Path | None = None  # the worker's host folder: its log, and its jail's folder (workdir)
         self.workdir: Path | None = None
+        self.group: limits.ProcessGroup | None = None
 
     @property
     def name(self) -> str:
@@ -106,31 +116,68 @@ class Worker:
 
     def _limits(self) -> None:
         mb = 1024 * 1024
+        if self.group is not None:
+            self.group.enter()  # before exec: nothing the worker starts escapes the process limit
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         fsize = self.settings.worker_file_mb * mb
         resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+        cpu = int(self.settings.worker_cpu_s)
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
+        if os.geteuid() != 0:  # root is exempt from RLIMIT_NPROC: the process group's limit bounds it
+            n = self.settings.worker_max_procs
+            resource.setrlimit(resource.RLIMIT_NPROC, (n, n))
         if self.kind == "cpu":
             mem = self.settings.worker_memory_mb * mb
             resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
 
+    @property
+    def layers(self) -> Path:
+        """Where this worker's evaluations write compiled kernels before they are promoted."""
+        assert self.workdir is not None
+        return self.workdir / "layers"
+
     def start(self) -> None:
-        """Spawn the worker and wait until it has imported torch and is ready."""
+        """Spawn the worker (in its jail) and wait until it has imported torch and is ready."""
         self.kill()
-        self.workdir = Path(tempfile.mkdtemp(prefix=f"skillbase-{self.name.replace(':', '')}-"))
+        if not self.jail.confined and self.settings.require_sandbox:
+            raise WorkerDied("start_failed", f"this server runs clients' code only in a sandbox, and none can be "
+                                             f"built here: {self.jail.reason}",
+                             "install bubblewrap (Debian: apt-get install bubblewrap), or start the server with "
+                             "--trust-clients if every client may run code as this server's user")
+        self.base = Path(tempfile.mkdtemp(prefix=f"skillbase-{self.name.replace(':', '')}-"))
+        self.workdir = self.base / "jail"  # the only folder the jailed worker may write; the log stays outside
+        self.workdir.mkdir()
         req_r, req_w = os.pipe()
         rep_r, rep_w = os.pipe()
-        log = open(self.workdir / "worker.log", "ab")
-        cmd = [sys.executable, "-m", "skillbase.toolchain.worker", "--kind", self.kind,
-               "--requests", str(req_r), "--replies", str(rep_w)]
+        log = open(self.base / "worker.log", "ab")
+        env = worker_env(self.settings, self.kind, self.gpu, home=self.workdir)
+        filter_fd = None
+        if self.jail.confined:
+            env["SKILLBASE_JAILED"] = "1"  # the worker may then empty its /tmp and folder between candidates
+            bpf = seccomp.program()
+            if bpf is not None:
+                filter_fd, w = os.pipe()
+                os.write(w, bpf)  # a few hundred bytes: fits the pipe's buffer
+                os.close(w)
+        cmd = sandbox.argv(self.jail, [sys.executable, "-m", "skillbase.toolchain.worker", "--kind", self.kind,
+                                       "--requests", str(req_r), "--replies", str(rep_w)],
+                           workdir=self.workdir, readonly=[self.settings.cache_dir / k for k in ("triton",
+                                                                                               "torch_extensions")],
+                           gpu=self.kind == "cuda",
+                           pythonpath=env["PYTHONPATH"].split(os.pathsep),
+                           tmp_bytes=self.settings.worker_tmp_mb << 20, seccomp_fd=filter_fd)
+        self.group = limits.ProcessGroup.create(self.name, self.settings.worker_max_procs)
         try:
             self.proc = subprocess.Popen(
                 cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd=self.workdir,
-                env=worker_env(self.settings, self.kind, self.gpu), pass_fds=(req_r, rep_w),
+                env=env, pass_fds=(req_r, rep_w) + ((filter_fd,) if filter_fd is not None else ()),
                 start_new_session=True, preexec_fn=self._limits,
             )
         finally:
             os.close(req_r)
             os.close(rep_w)
+            if filter_fd is not None:
+                os.close(filter_fd)
             log.close()
         self._req_w, self._rep_r, self._buf = req_w, rep_r, b""
         self.starts += 1
@@ -144,19 +191,28 @@ class Worker:
             raise WorkerDied("start_failed", f"{self.name} worker did not start: {detail}", tail)
 
     def log_tail(self, chars: int = 3000) -> str:
-        if self.workdir is None:
+        if self.base is None:
             return ""
         try:
-            data = (self.workdir / "worker.log").read_bytes()
+            data = (self.base / "worker.log").read_bytes()
         except OSError:
             return ""
         return data[-chars:].decode("utf-8", errors="replace")
 
     def request(self, payload: dict, timeout: float, progress: Callable[[float, str], None] | None = None) -> dict:
-        """Send one request and wait for its reply (relaying progress); kills the worker on timeout or death."""
+        """Send one request and wait for its reply (relaying progress); kills the worker on timeout or death.
+
+        The task travels as its source (the jail shows the worker no file of the host's), and the
+        compile caches of the request's ``cache_ns`` (the candidate's hash) are layered for it; what it
+        compiled is promoted into the shared cache once the reply is in."""
         with self.lock:
             if not self.alive:
                 self.start()
+            payload = dict(payload)
+            namespace = str(payload.pop("cache_ns", None) or "_worker")
+            if "task_path" in payload and "task_source" not in payload:
+                payload["task_source"] = Path(payload["task_path"]).read_text(encoding="utf-8")
+            payload["cache_env"] = layered_cache.layer_env(self.settings.cache_dir, self.layers, namespace)
             rid = os.urandom(6).hex()
             line = json.dumps({**payload, "id": rid}, default=str).encode() + b"\n"
             try:
@@ -166,6 +222,8 @@ class Worker:
                 self.kill()
                 raise WorkerDied("crashed", f"{self.name} worker pipe closed: {e}", tail) from e
             reply = self._read(rid, time.monotonic() + timeout, progress, timeout)
+            if namespace != "_worker":
+                layered_cache.promote(self.layers, self.settings.cache_dir, namespace)
             if reply.get("recycle"):
                 self.kill(graceful=True)
             return reply
@@ -183,6 +241,7 @@ class Worker:
                     continue
                 if rid is None or msg.get("id") == rid:
                     return msg
+            self._check_disk()
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 tail = self.log_tail()
@@ -196,6 +255,20 @@ class Worker:
                 raise self._died()
             self._buf += chunk
 
+    def _check_disk(self) -> None:
+        """Kill the worker when what it wrote on the host's disk passes its quota (a private /tmp is a
+        size-limited tmpfs; its own folder is a host folder)."""
+        now = time.monotonic()
+        if self.workdir is None or now - getattr(self, "_disk_at", 0.0) < 1.0:
+            return
+        self._disk_at = now
+        used = sandbox.tree_bytes(self.workdir)
+        if used > self.settings.worker_disk_mb * 1024 * 1024:
+            tail = self.log_tail()
+            self.kill()
+            raise WorkerDied("crashed", f"{self.name} worker wrote {used / 2**20:.0f} MiB, over its "
+                                        f"{self.settings.worker_disk_mb} MiB disk quota, and was killed", tail)
+
     def _died(self) -> WorkerDied:
         code = None
         if self.proc is not None:
@@ -205,8 +278,13 @@ class Worker:
                 pass
         tail = self.log_tail()
         self.kill()
+        if code is not None and self.jail.confined and code > 128:
+            code = -(code - 128)  # bwrap exits 128 + N when the worker it runs dies of signal N
         if code is not None and code < 0:
-            sig = signal.Signals(-code).name
+            try:
+                sig = signal.Signals(-code).name
+            except ValueError:
+                sig = f"signal {-code}"
             return WorkerDied("crashed", f"{self.name} worker was killed by {sig}", tail)
         return WorkerDied("crashed", f"{self.name} worker exited with status {code}", tail)
 
@@ -241,9 +319,12 @@ class Worker:
                     pass
         self._req_w = self._rep_r = None
         self.proc = None
-        if self.workdir is not None:
-            shutil.rmtree(self.workdir, ignore_errors=True)
-            self.workdir = None
+        if self.group is not None:
+            self.group.close()  # kills what is left in it, then removes it
+            self.group = None
+        if self.base is not None:
+            shutil.rmtree(self.base, ignore_errors=True)
+            self.base = self.workdir = None
 
     def close(self) -> None:
         """Ask the worker to exit, then make sure it has."""

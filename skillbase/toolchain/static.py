@@ -136,6 +136,28 @@ def analyze(source: str) -> tuple[list[Finding], str | None]:
     return find_fallbacks(tree) + find_reference_use(tree), None
 
 
+def precheck(source: str) -> str | None:
+    """Why a solution cannot run at all, found without running it: it does not parse, or it plainly defines
+    no ``ModelNew`` (no class, assignment or import of that name, and no ``import *``). None otherwise."""
+    try:
+        tree = pyast.parse(source)
+    except SyntaxError as e:
+        return f"solution does not parse: line {e.lineno}: {e.msg}"
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name == "ModelNew":
+            return None
+        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and t.id == "ModelNew" for t in targets):
+                return None
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and any(
+                a.name == "*" or (a.asname or a.name.split(".")[-1]) == "ModelNew" for a in node.names):
+            return None
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) in ("globals", "setattr", "exec"):
+            return None  # defined some other way: the worker decides
+    return "solution defines no `ModelNew` class"
+
+
 def kernel_names(source: str) -> set[str]:
     """Names of the kernels a solution defines: @triton.jit functions and CUDA ``__global__`` functions."""
     import re

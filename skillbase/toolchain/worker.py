@@ -175,8 +175,26 @@ def _settle_lazy_imports(torch, kind: str, clock) -> None:
     torch.cuda.mem_get_info()
 
 
+def prepare(req: dict) -> dict:
+    """Point the compile caches at this request's layers and write its task where the worker can read
+    it (the jail shows no file of the host's); both are undone by ``cleanup``."""
+    os.environ.update(req.pop("cache_env", None) or {})
+    source = req.pop("task_source", None)
+    if source is not None:
+        import hashlib
+
+        folder = Path("/tmp" if Path("/tmp").is_dir() else Path.cwd()) / "skillbase-tasks" / \
+            hashlib.sha256(source.encode()).hexdigest()[:16]
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / Path(req["task_path"]).name
+        path.write_text(source, encoding="utf-8")  # written afresh for each request: nothing left before counts
+        req["task_path"] = str(path)
+    return req
+
+
 def handle(env, kind: str, req: dict, channel: Channel) -> dict:
     """Dispatch one request by its op."""
+    req = prepare(req)
     op = req.get("op")
     rid = req.get("id")
 
@@ -221,10 +239,15 @@ def cleanup(env, environ: dict) -> list[str]:
     from skillbase.toolchain.evaluate import drop_candidate_modules
 
     reasons = []
+    stray = reap_strays()
+    if stray:
+        reasons.append(f"killed {len(stray)} process(es) the candidate left running: {', '.join(stray[:5])}")
     drop_candidate_modules()
     os.environ.clear()
     os.environ.update(environ)
     os.chdir(env.workdir)
+    if environ.get("SKILLBASE_JAILED") == "1":
+        forget_files(env.workdir, env.keep)
     if env.kind == "cuda":
         # Device memory held in reference cycles (the candidate's module and model) is freed by a
         # young-generation collection; cached blocks stay with the allocator for the next candidate.
@@ -248,6 +271,73 @@ def cleanup(env, environ: dict) -> list[str]:
     return reasons
 
 
+def forget_files(workdir: Path, keep: set[str]) -> None:
+    """Empty the jail's private /tmp and the worker's folder (but for what it made at start-up and the
+    caches' layers, which the parent promotes and empties): the next candidate finds nothing of this one."""
+    import shutil
+
+    for folder, spare in ((Path("/tmp"), set()), (workdir, keep | {"layers"})):
+        for entry in list(folder.iterdir()) if folder.is_dir() else []:
+            if entry.name in spare:
+                continue
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
+
+
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def become_subreaper() -> None:
+    """Orphans of anything this worker started (a daemon that double-forked, a process that called
+    setsid) become this worker's children, so that ``reap_strays`` finds them."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def _children() -> dict[int, list[int]]:
+    kids: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+        kids.setdefault(ppid, []).append(int(entry))
+    return kids
+
+
+def reap_strays() -> list[str]:
+    """Kill every process this worker's candidate started and left running; returns their names."""
+    import signal
+
+    kids, found, todo = _children(), [], [os.getpid()]
+    while todo:
+        for pid in kids.get(todo.pop(), []):
+            found.append(pid)
+            todo.append(pid)
+    names = []
+    for pid in found:
+        try:
+            names.append(Path(f"/proc/{pid}/comm").read_text().strip() or str(pid))
+            os.kill(pid, signal.SIGKILL)
+        except (OSError, ProcessLookupError):
+            pass
+    for pid in found:
+        try:
+            os.waitpid(pid, 0)
+        except (ChildProcessError, OSError):
+            pass
+    return names
+
+
 def main(argv: list[str] | None = None) -> int:
     """Serve requests until shutdown, recycling, or the parent closes the pipe."""
     ap = argparse.ArgumentParser()
@@ -257,6 +347,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     channel = Channel(args.requests, args.replies)
     _isolate_stdout()
+    become_subreaper()
     try:
         env = setup(args.kind)
     except Exception as e:
@@ -264,6 +355,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     environ = dict(os.environ)
     env.threads = threading.active_count()
+    env.keep = {p.name for p in env.workdir.iterdir()}
     channel.send({"ready": True, "pid": os.getpid(), "kind": args.kind})
     for req in channel.requests():
         if req.get("op") == "shutdown":
