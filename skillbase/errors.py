@@ -34,6 +34,10 @@ class NotFound(SkillbaseError):
     exit_code = 3
 
 
+class Forbidden(InvalidInput):
+    """A request refused for who or where it came from (a stale or foreign form, a missing login)."""
+
+
 class TaskError(InvalidInput):
     """A task file that does not import or lacks Model / get_inputs / get_init_inputs."""
 

@@ -5,10 +5,11 @@ JSON, with curation actions that go through the same SkillBase operations as the
     skillbase ui                                   # http://127.0.0.1:8766/ui/
     skillbase serve --transport http               # the same pages under /ui, beside /mcp
 
-Both serve it behind the HTTP transport's rules (``skillbase.mcp_server.http``): a
-non-loopback address needs SKILLBASE_TOKEN, every request then carries it as a bearer
-token, and the Host and Origin headers are checked against loopback, the bound host and
-``--allow-host`` names.
+Both serve it behind the HTTP guards (``skillbase.web``): a non-loopback address needs
+SKILLBASE_TOKEN; every request then carries it as a bearer token, or a browser logs in at
+``/ui/login`` (token and name) for a session cookie; the Host and Origin headers are checked
+against loopback, the bound host and ``--allow-host`` names, and every form carries a CSRF
+token.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ def standalone_app(sb: Any, *, host: str, port: int, token: str | None, allowed_
     from starlette.responses import RedirectResponse
     from starlette.routing import Route
 
-    from skillbase.mcp_server.http import PathDispatch, guard_app
+    from skillbase.web import PathDispatch, guard_app
 
     # The same dispatch as under `serve --transport http`, so every URL is the same in both.
     root = Starlette(routes=[Route("/", lambda request: RedirectResponse("/ui/"))])

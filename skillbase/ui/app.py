@@ -8,7 +8,6 @@ and each requires a reason.
 
 from __future__ import annotations
 
-import getpass
 import json
 import logging
 import threading
@@ -26,15 +25,16 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
+from skillbase import web
 from skillbase.api import SkillBase
-from skillbase.errors import InvalidInput, NotFound, SkillbaseError
+from skillbase.errors import Forbidden, InvalidInput, NotFound, SkillbaseError
 from skillbase.ui import pages
 
 log = logging.getLogger("skillbase.ui")
 
 HERE = Path(__file__).parent
 PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
-STATUS = {InvalidInput: 400, NotFound: 404}
+STATUS = {Forbidden: 403, InvalidInput: 400, NotFound: 404}
 # Scripts only from this app (the inline JSON blocks holding figures are data, not scripts);
 # plotly.js sets inline styles on what it draws.
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
@@ -43,14 +43,14 @@ CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline';
 _markdown = MarkdownIt("commonmark", {"html": False}).enable("table")
 
 
-def _curator(form: dict[str, str]) -> str:
-    name = (form.get("curator") or "").strip()
-    if name:
-        return name
-    try:
-        return f"{getpass.getuser()} (web UI)"
-    except Exception:  # no user database entry (containers)
-        return "curator (web UI)"
+def _curator(request: Request, form: dict[str, str]) -> str:
+    """Who takes a curation action: the name given at the login page (a session), else the name an API
+    client sends, else an anonymous local user (no token is set: the server is on loopback)."""
+    session = getattr(request.state, "curator", None)
+    if session and session != "token holder":
+        return session
+    name = " ".join((form.get("curator") or "").split())[:80]
+    return name or session or "anonymous (web UI on loopback)"
 
 
 def _reason(form: dict[str, str]) -> str:
@@ -91,9 +91,13 @@ class UI:
         """The page's data as JSON, or rendered with ``template`` (plus ``extra()``: figures)."""
         if wants_json(request):
             return JSONResponse(data, status_code=status)
-        context = {**data, **(extra() if extra else {}), "json_url": _query(request, format="json")}
+        csrf, new_cookie = web.csrf_token(request)
+        context = {**data, **(extra() if extra else {}), "json_url": _query(request, format="json"), "csrf": csrf,
+                   "curator": getattr(request.state, "curator", None)}
         response = self.templates.TemplateResponse(request, template, context, status_code=status)
         response.headers["content-security-policy"] = CSP
+        if new_cookie:
+            response.headers.append("set-cookie", new_cookie)
         return response
 
     def error(self, request: Request, e: SkillbaseError) -> Response:
@@ -148,8 +152,11 @@ class UI:
 
         name, action = request.path_params["name"], request.path_params["action"]
         form = {k: str(v) for k, v in (await request.form()).items()}
+        if not web.check_csrf(request, form):
+            return self.error(request, Forbidden("this form is stale or came from another page",
+                                                 hint="reload the page and take the action again"))
         try:
-            done = await anyio.to_thread.run_sync(self._act, name, action, form)
+            done = await anyio.to_thread.run_sync(self._act, name, action, form, _curator(request, form))
         except SkillbaseError as e:
             return self.error(request, e)
         if wants_json(request):
@@ -158,8 +165,8 @@ class UI:
         target = request.url_for("review") if back == "review" else request.url_for("skill", name=done["skill"])
         return RedirectResponse(f"{target}?{urlencode({'done': done['message']})}", status_code=303)
 
-    def _act(self, name: str, action: str, form: dict[str, str]) -> dict[str, Any]:
-        sb, curator = self.sb, _curator(form)
+    def _act(self, name: str, action: str, form: dict[str, str], curator: str) -> dict[str, Any]:
+        sb = self.sb
         if action == "approve":
             s = sb.approve_skill(name, curator=curator, reason=_reason(form))
             return {"skill": s.name, "version": s.version, "message": f"approved {s.name} (version {s.version})"}
@@ -219,7 +226,7 @@ def _query(request: Request, **changes: Any) -> str:
 def build_app(sb: SkillBase, *, warm: bool = False) -> Starlette:
     """The curation UI over ``sb``, to be mounted (``/ui`` by ``skillbase serve --transport http``
     and ``skillbase ui``). It adds no access control of its own: mount it behind
-    ``skillbase.mcp_server.http.guard_app`` or the MCP app's checks. With ``warm``, the tasks
+    ``skillbase.web.guard_app`` or the MCP app's checks. With ``warm``, the tasks
     list's aggregates (one scan of the attempts, seconds at 100k) and the retriever are
     prepared now in the background instead of on the first request."""
     ui = UI(sb)

@@ -79,7 +79,7 @@ row = tl.load(x_ptr + offs, mask=mask, other=0.0)
 ## How to check it worked
 - Bytes moved equal one read and one write of the tensor.
 """
-DRAFTS = ("ui-http-approve", "ui-http-reject", "ui-browser-approve")
+DRAFTS = ("ui-http-approve", "ui-http-reject", "ui-browser-approve", "ui-http-login")
 
 
 def draft(name: str) -> Skill:

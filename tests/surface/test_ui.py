@@ -153,26 +153,32 @@ def test_a_skill_page_renders_its_markdown_evidence_and_history(client, ui_sb):
 
 
 def test_curation_from_the_ui_needs_a_reason_and_uses_the_cli_operations(client, ui_sb):
-    refused = client.post("/ui/skills/ui-http-approve/approve", data={"reason": "  "})
+    form = client.get("/ui/skills/ui-http-approve").text  # the page sets this browser's CSRF cookie
+    csrf = client.cookies["skillbase_csrf"]
+    assert f'name="csrf" value="{csrf}"' in form
+    stale = client.post("/ui/skills/ui-http-approve/approve", data={"reason": "ok", "csrf": "forged"})
+    assert stale.status_code == 403 and ui_sb.get_skill("ui-http-approve").status == "draft"
+    refused = client.post("/ui/skills/ui-http-approve/approve", data={"reason": "  ", "csrf": csrf})
     assert refused.status_code == 400 and "needs a reason" in refused.text
     assert ui_sb.get_skill("ui-http-approve").status == "draft"
     review = client.get("/ui/review?format=json").json()["drafts"]
     assert {"ui-http-approve", "ui-http-reject"} <= {d["name"] for d in review}
     assert all(d["lint_passed"] for d in review if d["name"].startswith("ui-"))
     done = client.post("/ui/skills/ui-http-approve/approve", follow_redirects=False,
-                       data={"reason": "measured on row_softmax", "back": "review", "curator": "ana"})
+                       data={"reason": "measured on row_softmax", "back": "review", "curator": "ana", "csrf": csrf})
     assert done.status_code == 303 and done.headers["location"].startswith(f"{BASE}/ui/review?done=approved")
     approved = ui_sb.get_skill("ui-http-approve")
     history = ui_sb.skill_history("ui-http-approve")
     assert approved.status == "approved" and (history[-1].author, history[-1].reason) == (
         "ana", "measured on row_softmax")
-    client.post("/ui/skills/ui-http-reject/reject", data={"reason": "duplicates online-softmax-one-pass"})
+    client.post("/ui/skills/ui-http-reject/reject", data={"reason": "duplicates online-softmax-one-pass", "csrf": csrf})
     rejected = ui_sb.skill_history("ui-http-reject")[-1]
     assert (rejected.status, rejected.reason) == ("deprecated", "rejected: duplicates online-softmax-one-pass")
-    back = client.post("/ui/skills/ui-http-approve/rollback", data={"version": "1", "reason": "approved too early"},
+    back = client.post("/ui/skills/ui-http-approve/rollback",
+                       data={"version": "1", "reason": "approved too early", "csrf": csrf},
                        headers={"accept": "application/json"}).json()
     assert back["version"] == 3 and ui_sb.get_skill("ui-http-approve").status == "draft"
-    assert client.post("/ui/skills/ui-http-approve/rename", data={"reason": "x"}).status_code == 404
+    assert client.post("/ui/skills/ui-http-approve/rename", data={"reason": "x", "csrf": csrf}).status_code == 404
     page = client.get("/ui/skills/ui-http-approve").text
     assert "rollback to version 1: approved too early" in page and 'class="d-add"' in page
 

@@ -60,12 +60,22 @@ def ui_url(ui_home):
 def page(ui_url):
     with playwright_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
-        context = browser.new_context(extra_http_headers={"authorization": f"Bearer {TOKEN}"},
-                                      viewport={"width": 1360, "height": 900})
+        context = browser.new_context(viewport={"width": 1360, "height": 900})
         pg = context.new_page()
         pg.problems = []
         pg.on("console", lambda m: m.type == "error" and pg.problems.append(f"console: {m.text}"))
         pg.on("pageerror", lambda e: pg.problems.append(f"page error: {e}"))
+        # A browser sends no bearer token: it is sent to the login page, which trades the token (and a
+        # curator's name) for a session cookie.
+        pg.goto(ui_url + "/review", wait_until="networkidle")
+        assert "/ui/login" in pg.url
+        pg.fill("input[name=token]", TOKEN)
+        pg.fill("input[name=curator]", "Browser Curator")
+        pg.locator("button", has_text="log in").click()
+        pg.wait_for_url("**/ui/review")
+        cookie = next(c for c in context.cookies() if c["name"] == "skillbase_session")
+        assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+        assert pg.problems == [], pg.problems
         yield pg
         browser.close()
 
@@ -104,7 +114,7 @@ def test_a_click_on_a_lineage_node_opens_the_attempt(page, ui_url):
     assert page.locator("h1").inner_text().startswith("att_")
 
 
-def test_a_draft_approved_in_the_browser_is_approved_for_the_cli(page, ui_url, ui_home):
+def test_a_draft_approved_in_the_browser_is_approved_for_the_cli(page, ui_url, ui_home, ui_sb):
     page.problems.clear()
     page.goto(ui_url + "/review", wait_until="networkidle")
     form = page.locator("#draft-ui-browser-approve form").filter(has=page.locator("button", has_text="approve"))

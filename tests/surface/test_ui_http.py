@@ -46,13 +46,54 @@ def test_without_the_token_the_ui_is_refused_as_the_mcp_endpoint_is(servers):
     mcp_base = servers[0]
     for base in servers:
         for headers in ({}, {"authorization": "Bearer wrong"}, {"authorization": TOKEN}):
-            page = httpx.get(f"{base}/ui/tasks", headers=headers)
+            page = httpx.get(f"{base}/ui/tasks", headers={**headers, "accept": "application/json"})
             mcp = _mcp(mcp_base, **headers)
             assert page.status_code == 401 and _same(page, mcp), (base, headers)
             assert "SKILLBASE_TOKEN" in page.json()["message"]
         assert httpx.post(f"{base}/ui/skills/ui-http-reject/approve", data={"reason": "x"}).status_code == 401
         assert httpx.get(f"{base}/ui/tasks", headers=AUTH).status_code == 200
         assert httpx.get(f"{base}/ui/assets/plotly.min.js").status_code == 401
+        # the scheme's name in any letter case (RFC 9110); the token itself exactly
+        for scheme in ("bearer", "BEARER", "BeArEr"):
+            assert httpx.get(f"{base}/ui/tasks", headers={"authorization": f"{scheme} {TOKEN}"}).status_code == 200
+            assert _mcp(mcp_base, authorization=f"{scheme} {TOKEN}").status_code == 200
+        assert httpx.get(f"{base}/ui/tasks", headers={"authorization": f"Bearer {TOKEN.upper()}"}).status_code == 401
+
+
+def test_a_browser_logs_in_with_the_token_and_its_name_goes_on_its_actions(servers, ui_sb):
+    for base in servers:
+        page = httpx.get(f"{base}/ui/review", headers={"accept": "text/html"})
+        assert page.status_code == 303 and page.headers["location"].endswith("/ui/login?next=%2Fui%2Freview")
+        login = httpx.get(f"{base}/ui/login", headers={"accept": "text/html"})
+        assert login.status_code == 200 and 'type="password" name="token"' in login.text
+        wrong = httpx.post(f"{base}/ui/login", data={"token": "nope", "curator": "mallory", "next": "/ui/review"})
+        assert wrong.status_code == 401 and "set-cookie" not in wrong.headers
+        ok = httpx.post(f"{base}/ui/login", data={"token": TOKEN, "curator": "Ana Curator", "next": "/ui/review"})
+        assert ok.status_code == 303 and ok.headers["location"].endswith("/ui/review")
+        cookie = ok.headers["set-cookie"]
+        assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
+        with httpx.Client(cookies=ok.cookies) as browser:
+            assert browser.get(f"{base}/mcp").status_code == 401  # a session opens the UI, not the MCP endpoint
+            review = browser.get(f"{base}/ui/review")
+            assert review.status_code == 200 and "curating as Ana Curator" in review.text
+    with httpx.Client(cookies=ok.cookies) as browser:  # the last server's session
+        csrf = browser.get(f"{servers[1]}/ui/review").text.split('name="csrf" value="')[1].split('"')[0]
+        no_token = browser.post(f"{servers[1]}/ui/skills/ui-http-login/reject", data={"reason": "x"})
+        assert no_token.status_code == 403
+        done = browser.post(f"{servers[1]}/ui/skills/ui-http-login/reject",
+                            data={"reason": "duplicate", "csrf": csrf, "curator": "spoofed"})
+        assert done.status_code == 303
+    assert ui_sb.skill_history("ui-http-login")[-1].author == "Ana Curator"
+
+
+def test_a_cross_site_post_is_refused_without_an_origin_header(servers, ui_sb):
+    before = ui_sb.get_skill("ui-browser-approve")
+    for base in servers:
+        r = httpx.post(f"{base}/ui/skills/ui-browser-approve/deprecate", data={"reason": "forged"},
+                       headers={**AUTH, "sec-fetch-site": "cross-site"})
+        assert r.status_code == 403
+        assert httpx.get(f"{base}/ui/tasks", headers={**AUTH, "sec-fetch-site": "cross-site"}).status_code == 200
+    assert ui_sb.get_skill("ui-browser-approve") == before
 
 
 def test_a_foreign_host_or_origin_is_refused_as_the_mcp_endpoint_refuses_it(servers):
