@@ -856,6 +856,11 @@ class Store:
             looked, lost = looked + n, lost + m
         return looked, lost
 
+    def holds_knowledge(self) -> bool:
+        """Whether the store holds any skill or experience (an uninitialised store holds neither)."""
+        counts = self.ledger.counts()
+        return bool(counts["skills"] or counts["experiences"])
+
     def stats(self) -> StoreStats:
         """Counts per table, index and graph lag, disk sizes."""
         ledger_seq = self.ledger.max_seq()

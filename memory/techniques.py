@@ -89,9 +89,11 @@ class Vocabulary:
         if found is not None:
             return found
         close = self.closest(name)
-        hint = f"did you mean {', '.join(close)}?" if close else "list the vocabulary with list_techniques()"
+        hint = f"did you mean {', '.join(close)}?" if close else "no known technique is close"
         raise UnknownTechnique(
-            f"unknown technique {name!r}", hint=f"{hint} Or add it with add_technique()."
+            f"unknown technique {name!r}",
+            hint=f"{hint} The vocabulary: the list_techniques tool (MCP), `skillbase techniques` (CLI), "
+                 "SkillBase.list_techniques() (Python).",
         )
 
     def canonical_list(self, names: Iterable[str]) -> list[str]:

@@ -32,7 +32,7 @@ from skillbase.config import Settings
 from skillbase.errors import InvalidInput, LimitExceeded, NotFound, SkillbaseError
 from skillbase.models import (
     Attempt, AttemptSummary, BenchmarkResult, BenchReport, Candidate, CompileReport, Experience, Feedback,
-    InitReport, ProfileReport, RecallResult, Skill, SkillVersion, Suggestion, TaskInfo, TaskSummary,
+    InitReport, ProfileReport, RecallResult, Skill, SkillVersion, Suggestion, TaskInfo, TaskSummary, Technique,
 )
 from skillbase.toolchain import roofline, tasks, understand
 
@@ -172,12 +172,22 @@ class SkillBase:
 
     def load_task(self, task: str | TaskInfo) -> TaskSummary:
         """What a task computes, its floor on the last GPU it was measured on, its
-        eager / torch.compile baselines there, and the best attempt so far."""
-        info = self.task(task)
+        eager / torch.compile baselines there, and the best attempt so far. A name only the store holds
+        (a task recorded elsewhere, as the campaign's KernelBench problems are) gives what the store knows
+        of it, with a note that its file is not here."""
+        note = None
+        try:
+            info = self.task(task)
+        except NotFound:
+            if not isinstance(task, str):
+                raise
+            info = self._stored_task(task)
+            note = (f"{task!r} is known to this store from its records only: its reference file is not here "
+                    "(pass the task file's path to benchmark against it)")
         attempts = self.memory.list_attempts(task=info.name, limit=500)
         timed = [a for a in attempts if a.bench_report and a.bench_report.timing]
         latest = timed[0].bench_report if timed else None
-        summary = TaskSummary(info=info, attempts=len(attempts))
+        summary = TaskSummary(info=info, attempts=len(attempts), note=note)
         if latest is not None:
             hw = latest.hardware
             summary.hardware = hw.key
@@ -192,6 +202,19 @@ class SkillBase:
         if correct:
             summary.best = AttemptSummary.of(min(correct, key=lambda a: a.median_ms))
         return summary
+
+    def _stored_task(self, name: str) -> TaskInfo:
+        """The TaskInfo the store recorded for ``name``; NotFound (naming the built-ins) when it has none."""
+        try:
+            record = self.memory.get_task(name)
+        except NotFound:
+            record = None
+        if record is None or record.info is None:
+            names = ", ".join(tasks.builtin_names(tasks.builtin_dir()))
+            raise NotFound(f"no task named {name!r} here or in the store",
+                           hint=f"use a task file's path, a built-in name ({names}) or a name that recall or "
+                                "attempt_history printed")
+        return record.info
 
     def candidate(self, task: TaskInfo, solution: str | None = None, source: str | None = None) -> Candidate:
         """The candidate to evaluate: a solution path or built-in solution name, or source text."""
@@ -291,8 +314,12 @@ class SkillBase:
                 info = self.task(task)
             except NotFound:
                 info = task  # a task only the store has seen (recorded from another machine)
-        return self.retriever.recall(text=text, task=info, source=source, report=report, arch=arch, k=k, kinds=kinds,
-                                     run=run, profile=profile)
+        result = self.retriever.recall(text=text, task=info, source=source, report=report, arch=arch, k=k,
+                                       kinds=kinds, run=run, profile=profile)
+        if not result.items and not self.memory.holds_knowledge():
+            result.notes.append(f"the store at {self.settings.home} holds no skills or experiences yet: run "
+                                "`skillbase init` to load the shipped skills and measured experiences")
+        return result
 
     def suggest(self, task: str | TaskInfo, *, session: str | None = None, arch: str | None = None, k: int = 3,
                 seed: int | None = None) -> list[Suggestion]:
@@ -339,6 +366,10 @@ class SkillBase:
     def get_attempt(self, attempt_id: str) -> Attempt:
         """One attempt in full: source, compile and benchmark reports."""
         return self.memory.get_attempt(attempt_id)
+
+    def list_techniques(self) -> list[Technique]:
+        """The technique vocabulary that benchmarks and lessons name techniques from."""
+        return self.memory.list_techniques()
 
     def get_experience(self, experience_id: str) -> Experience:
         """One recorded experience."""

@@ -212,8 +212,14 @@ def serve(ctx: typer.Context,
           workers: Annotated[int, typer.Option(
               help="HTTP: server processes on the one port (more than 1 needs SKILLBASE_CHROMA_URL, a chroma "
                    "server as the shared index).")] = 1,
+          trust_clients: Annotated[bool, typer.Option(
+              "--trust-clients", help="HTTP: run clients' candidates even where no sandbox can be built here "
+                                      "(they then run with this server's rights).")] = False,
           ) -> None:
-    """Run the MCP server (stdio by default; streamable HTTP with --transport http)."""
+    """Run the MCP server (stdio by default; streamable HTTP with --transport http).
+
+    Over HTTP, candidates from remote clients run only in the bubblewrap sandbox: where none can be
+    built, evaluating tools answer with an error unless the server was started with --trust-clients."""
     from skillbase.mcp_server import serve as serve_mcp
     from skillbase.config import Settings
 
@@ -225,7 +231,9 @@ def serve(ctx: typer.Context,
 
             require_ray()
         settings = Settings.from_env(**({"home": ctx.obj.home.expanduser()} if ctx.obj.home else {}),
-                                     **({"ray_address": ray} if ray else {}))
+                                     **({"ray_address": ray} if ray else {}),
+                                     require_sandbox=transport == "http" and not trust_clients)
+        _say_if_unconfined(settings, refused=settings.require_sandbox)
         if transport == "http":
             err.print(f"serving MCP on http://{host}:{port}/mcp and the curation UI on http://{host}:{port}/ui/"
                       + (f" from {workers} processes" if workers > 1 else "")
@@ -234,6 +242,18 @@ def serve(ctx: typer.Context,
                   settings=settings, workers=workers)
     except SkillbaseError as e:
         _fail(e)
+
+
+def _say_if_unconfined(settings, refused: bool = False) -> None:
+    """One yellow line when candidates cannot be jailed here (and what happens to them)."""
+    from skillbase.toolchain import sandbox
+
+    jail = sandbox.choose("auto" if settings.sandbox == "bwrap" else settings.sandbox)
+    if jail.confined or settings.sandbox == "off" and not refused:
+        return
+    what = ("clients' candidates will be refused (start with --trust-clients to run them unconfined)" if refused
+            else "candidates run unconfined, with your rights")
+    err.print(f"[yellow]no sandbox[/]: {escape(jail.reason)}; {what}")
 
 
 @app.command()
@@ -282,7 +302,7 @@ def demo(ctx: typer.Context,
 
 
 @app.command()
-def tools(markdown: Annotated[bool, typer.Option("--markdown", help="The README's tool table.")] = False,
+def tools(markdown: Annotated[bool, typer.Option("--markdown", help="The tool reference table of docs/tools.md.")] = False,
           as_json: Json = False) -> None:
     """The agent-facing tools (what the MCP server and the reference agent expose)."""
     from skillbase.tools import TOOLS, anthropic_tool_definitions, markdown_reference
@@ -378,6 +398,7 @@ def bench(ctx: typer.Context, task: Annotated[str, typer.Argument(help="Built-in
           as_json: Json = False) -> None:
     """Verify and time a candidate against the reference and record the attempt. Exit 9 unless correct."""
     sb = _sb(ctx)
+    _say_if_unconfined(sb.settings)
 
     def work():
         with progress_bar() as bar:
@@ -411,6 +432,19 @@ def render_bench(result) -> int | None:
         gain = f"; {_x(result.gain_vs_parent)} over parent {result.parent_id}" if result.gain_vs_parent else ""
         out.print(f"  recorded as [bold]{result.attempt_id}[/]{gain}")
     return None if r.verdict == "correct" else CHECK_FAILED
+
+
+@app.command()
+def techniques(ctx: typer.Context, as_json: Json = False) -> None:
+    """The technique vocabulary: the names `bench --technique` and lessons accept."""
+
+    def render(rows) -> None:
+        t = table("technique", "category", "what it is", ids=("technique",))
+        for row in rows:
+            t.add_row(row.name, row.category, row.description)
+        out.print(t)
+
+    run(as_json, lambda: _sb(ctx).list_techniques(), render)
 
 
 @app.command()
@@ -466,7 +500,8 @@ def _f(v: float | None, spec: str = ".2f") -> str:
 
 @app.command()
 def recall(ctx: typer.Context,
-           query_or_task: Annotated[str, typer.Argument(help="A task (name or file) or plain words.")],
+           query_or_task: Annotated[str, typer.Argument(help="A task (name or file) or plain words; - reads "
+                                                             "the words from standard input.")],
            k: Annotated[int, typer.Option("--k", "-k", help="How many items.")] = 5,
            source: Annotated[Optional[Path], typer.Option(help="Candidate source file to match on.")] = None,
            arch: Annotated[Optional[str], typer.Option(help="GPU architecture, e.g. sm_90.")] = None,
@@ -477,6 +512,13 @@ def recall(ctx: typer.Context,
     """Skills and experiences most likely to speed this kernel up, and why; with a task, next techniques."""
     sb = _sb(ctx)
 
+    if query_or_task == "-":
+        import sys
+
+        query_or_task = sys.stdin.read().strip()
+        if not query_or_task:
+            _fail(InvalidInput("recall - read nothing from standard input", hint="pipe the words in, or pass them"))
+
     def work():
         code = _read_text(source, "source") if source else None
         try:
@@ -486,11 +528,15 @@ def recall(ctx: typer.Context,
         return sb.recall(task=task, source=code, arch=arch, k=k, run=run_name)
 
     def render(r) -> None:
-        out.print(f"query: {r.query}  ({r.latency_ms:.0f} ms, wall clock)")
-        t = table("#", "kind", "id", "score", "why")
+        out.print(f"query: {escape(r.query)}  ({r.latency_ms:.0f} ms, wall clock)")
+        # One item a paragraph, not a table: a why column squeezed into 80 columns cut words and ids.
         for n, item in enumerate(r.items, 1):
-            t.add_row(str(n), item.kind, item.id, f"{item.score:.3f}", item.why)
-        out.print(t)
+            out.print(f"[bold]{n}. {item.kind} {escape(item.id)}[/]  score {item.score:.3f}")
+            if item.title and item.title != item.id:
+                out.print(f"   {escape(item.title)}")
+            out.print(f"   why: {escape(item.why)}")
+        if not r.items:
+            out.print("nothing recalled")
         _render_suggestions(r.suggestions)
         for note in r.notes:
             out.print(f"note: {note}")
@@ -501,10 +547,11 @@ def recall(ctx: typer.Context,
 def _render_suggestions(suggestions) -> None:
     if not suggestions:
         return
-    t = table("technique", "score", "expected gain", "tries", "why", title="next techniques")
-    for s in suggestions:
-        t.add_row(s.technique, f"{s.score:.2f}", _x(s.expected_gain), f"{s.successes}/{s.tries}", s.why)
-    out.print(t)
+    out.print("[bold]next techniques[/]")
+    for s in suggestions:  # paragraphs: a why column squeezed into a table cut context names mid-word
+        out.print(f"  [bold]{s.technique}[/]  score {s.score:.2f}, expected {_x(s.expected_gain)}, "
+                  f"faster in {s.successes} of {s.tries} tries")
+        out.print(f"     {escape(s.why)}")
 
 
 @app.command()
@@ -540,10 +587,15 @@ def lineage_tree(attempts) -> Tree:
 
 
 @app.command()
-def attempt(ctx: typer.Context, attempt_id: Annotated[str, typer.Argument(help="att_... id.")],
+def attempt(ctx: typer.Context, attempt_id: Annotated[str, typer.Argument(help="att_... id (an exp_... id shows "
+                                                                             "that experience).")],
             source: Annotated[bool, typer.Option("--source", help="Also print the source.")] = False,
             as_json: Json = False) -> None:
     """One attempt in full: report, lineage and (with --source) its code."""
+    if attempt_id.startswith("exp_"):  # the ids recall lists side by side: one command shows either
+        experience(ctx, attempt_id, as_json)
+        return
+
     def render(a) -> int | None:
         out.print(f"[bold]{a.id}[/] on {a.task} (parent {a.parent_id or '-'}; techniques "
                   f"{', '.join(a.techniques) or '-'}; {a.created_at:%Y-%m-%d %H:%M} UTC)")
@@ -558,6 +610,34 @@ def attempt(ctx: typer.Context, attempt_id: Annotated[str, typer.Argument(help="
             return _sb(ctx).get_attempt(attempt_id)
         except NotFound as e:
             raise NotFound(e.message, hint="`skillbase history TASK` lists a task's attempt ids") from None
+
+    run(as_json, work, render)
+
+
+@app.command()
+def experience(ctx: typer.Context, experience_id: Annotated[str, typer.Argument(help="exp_... id, as recall lists "
+                                                                                     "it.")],
+               as_json: Json = False) -> None:
+    """One recorded experience (a lesson): what was learned, on which task, the attempts that taught it and
+    the gain measured between them."""
+    def render(e) -> None:
+        out.print(f"[bold]{e.id}[/]" + (f": {escape(e.title)}" if e.title else ""))
+        out.print(escape(e.lesson))
+        facts = [("task", e.task), ("family", e.family), ("techniques", ", ".join(e.techniques) or None),
+                 ("gain", _x(e.gain) if e.gain else None), ("before", e.before_attempt), ("after", e.after_attempt),
+                 ("bottleneck", e.bottleneck), ("hardware", e.hardware), ("conditions", e.conditions or None),
+                 ("source", e.source), ("recorded", f"{e.created_at:%Y-%m-%d %H:%M} UTC")]
+        for name, value in facts:
+            if value:
+                out.print(f"  {name}: {escape(str(value))}")
+        if e.after_attempt:
+            out.print(f"  the code: skillbase attempt {e.after_attempt} --source")
+
+    def work():
+        try:
+            return _sb(ctx).get_experience(experience_id)
+        except NotFound as e:
+            raise NotFound(e.message, hint="`skillbase recall TASK` lists experience ids (exp_...)") from None
 
     run(as_json, work, render)
 

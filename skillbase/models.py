@@ -726,6 +726,7 @@ class TaskSummary(Record):
     baselines_ms: dict[str, float] = Field(default_factory=dict, description="eager / torch_compile medians, ms")
     attempts: int = 0
     best: AttemptSummary | None = Field(None, description="fastest correct attempt so far")
+    note: str | None = Field(None, description="what is missing, e.g. a task known to the store only by its records")
 
 
 class InitReport(Record):

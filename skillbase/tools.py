@@ -38,7 +38,7 @@ from skillbase import seeds
 from skillbase.errors import InvalidInput, NotFound
 from skillbase.models import (
     AppliesWhen, AttemptSummary, BenchmarkResult, CompileReport, Experience, Language, ProfileReport, RecallResult,
-    Skill, Suggestion, TaskSummary,
+    Skill, Suggestion, TaskSummary, Technique,
 )
 
 if TYPE_CHECKING:
@@ -260,6 +260,16 @@ class ProposalView(Output):
     resource: str
 
 
+class ListTechniquesInput(ToolInput):
+    category: str | None = Field(None, min_length=1, max_length=64,
+                                 description="only this category, e.g. 'memory-access' or 'tuning'")
+
+
+class TechniqueVocabulary(Output):
+    techniques: list[Technique] = Field(description="name (what `techniques` arguments take), category, what it is, "
+                                                    "and the aliases also accepted")
+
+
 class AttemptHistory(Output):
     task: str
     session: str | None = None
@@ -345,7 +355,11 @@ def _clip(text: str, limit: int) -> tuple[str, bool]:
 
 
 def load_task(sb: "SkillBase", args: LoadTaskInput, ctx: CallContext) -> TaskView:
-    info = sb.task(resolve_task(args.task, ctx))
+    try:
+        info = sb.task(resolve_task(args.task, ctx))
+    except NotFound:  # a name only the store holds: what it knows, without the reference's source
+        summary = sb.load_task(args.task)
+        return TaskView(summary=summary, reference_source="", solutions=[], resource=f"task://{summary.info.name}")
     source, cut = _clip(sb.task_source(info), MAX_REFERENCE_CHARS)
     return TaskView(summary=sb.load_task(info), reference_source=source, source_truncated=cut,
                     solutions=sorted(info.solutions), resource=f"task://{info.name}")
@@ -370,6 +384,17 @@ def benchmark_kernel(sb: "SkillBase", args: BenchmarkKernelInput, ctx: CallConte
         error = report.error.model_copy(update={"traceback": f"[... earlier lines cut; {where} for all]\n{tail}"})
         report = report.model_copy(update={"error": error})
     return result.model_copy(update={"report": report})
+
+
+def list_techniques(sb: "SkillBase", args: ListTechniquesInput, ctx: CallContext) -> TechniqueVocabulary:
+    rows = sb.list_techniques()
+    if args.category:
+        rows = [t for t in rows if t.category == args.category]
+        if not rows:
+            known = sorted({t.category for t in sb.list_techniques()})
+            raise InvalidInput(f"no technique of category {args.category!r}",
+                               hint=f"categories: {', '.join(known)}; or call list_techniques without one")
+    return TechniqueVocabulary(techniques=rows)
 
 
 def recall(sb: "SkillBase", args: RecallInput, ctx: CallContext) -> RecallResult:
@@ -490,7 +515,7 @@ def plain_schema(schema: dict[str, Any]) -> dict[str, Any]:
     The MCP SDK's client checks every tool result against the tool's ``outputSchema`` with the
     ``jsonschema`` package, where each ``$ref`` is a resolver lookup and each ``anyOf`` a branch per
     value: a recall result took 2.0 ms to check against pydantic's schema and 1.2 ms against this one,
-    a third of the load generator's CPU before (benchmarks/schema_check.py, docs/benchmarks.md)."""
+    a third of the load generator's CPU before (benchmarks/schema_check.py, docs/performance.md)."""
     defs = schema.get("$defs", {})
 
     def target(node: dict[str, Any]) -> str | None:
@@ -737,6 +762,13 @@ TOOLS: list[ToolSpec] = [
             "curator to review: never approved here, and it never replaces an approved skill. Cite the experiences "
             "it came from in `from_experiences`. Use it when a lesson generalises beyond one task; for a single "
             "observation use record_lesson. Cheap.")),
+    ToolSpec(
+        name="list_techniques", title="List the technique vocabulary", input_model=ListTechniquesInput,
+        output_model=TechniqueVocabulary, fn=list_techniques, quick=lambda sb, args, ctx: True,
+        description=(
+            "List the technique names that benchmark_kernel's and record_lesson's `techniques` accept, each with "
+            "its category, what it is and its accepted aliases. Use it before naming the techniques a candidate "
+            "applies, or when a call answered 'unknown technique'. Cheap.")),
     ToolSpec(
         name="attempt_history", title="List a task's attempts", input_model=AttemptHistoryInput,
         output_model=AttemptHistory, fn=attempt_history, quick=_history_by_name,

@@ -80,14 +80,17 @@ def builtin_names(tasks_dir: Path | None = None) -> list[str]:
 def resolve_task_path(name_or_path: str, tasks_dir: Path | None = None) -> tuple[Path, bool]:
     """Absolute path of a task given a built-in name or a file path, and whether it is built in."""
     root = tasks_dir or builtin_dir()
-    candidate = root / name_or_path / "task.py"
-    if "/" not in name_or_path and candidate.is_file():
-        return candidate.resolve(), True
-    p = Path(name_or_path).expanduser()
-    if p.is_dir() and (p / "task.py").is_file():
-        p = p / "task.py"
-    if p.is_file():
-        return p.resolve(), False
+    try:
+        candidate = root / name_or_path / "task.py"
+        if "/" not in name_or_path and candidate.is_file():
+            return candidate.resolve(), True
+        p = Path(name_or_path).expanduser()
+        if p.is_dir() and (p / "task.py").is_file():
+            p = p / "task.py"
+        if p.is_file():
+            return p.resolve(), False
+    except (OSError, ValueError):  # no name a file system takes (too long, a NUL byte): not a task file
+        pass
     known = ", ".join(builtin_names(root)) or "none installed"
     raise NotFound(f"no task named {name_or_path!r}", hint=f"use a file path or a built-in name ({known})")
 

@@ -17,7 +17,7 @@ from skillbase.memory.records import IndexCheck
 from skillbase.models import AttemptSummary, RecallResult, Skill, Suggestion, TaskInfo, TaskSummary
 from skillbase.tools import anthropic_tool_definitions, markdown_reference
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+TOOLS_DOC = Path(__file__).resolve().parents[2] / "docs" / "tools.md"
 NO_ATTEMPT = "att_000000000000_00000000"
 
 
@@ -28,8 +28,8 @@ def cli(module_home, monkeypatch):
     monkeypatch.delenv("SKILLBASE_CHROMA_URL", raising=False)
     runner = CliRunner()
 
-    def invoke(*args: str, home: Path = module_home):
-        return runner.invoke(app, ["--home", str(home), *args], catch_exceptions=False)
+    def invoke(*args: str, home: Path = module_home, input: str | None = None):
+        return runner.invoke(app, ["--home", str(home), *args], input=input, catch_exceptions=False)
 
     return invoke
 
@@ -101,11 +101,11 @@ def test_errors_under_json_are_json_too(cli):
     assert error["message"] and error["hint"]
 
 
-def test_readme_tool_table_is_generated_from_the_catalog():
-    text = README.read_text()
+def test_tools_doc_table_is_generated_from_the_catalog():
+    text = TOOLS_DOC.read_text()
     table = re.search(r"<!-- tools:begin -->\n(.*?)\n<!-- tools:end -->", text, re.S)
-    assert table, "README.md lost its tool table markers"
-    assert table.group(1).strip() == markdown_reference().strip(), "run `skillbase tools --markdown` into README.md"
+    assert table, "docs/tools.md lost its tool table markers"
+    assert table.group(1).strip() == markdown_reference().strip(), "run `skillbase tools --markdown` into docs/tools.md"
 
 
 @pytest.mark.timeout(240)
@@ -113,7 +113,7 @@ def test_demo_drives_a_whole_session_over_stdio(cli, fresh_home):
     result = cli("demo", "--json", home=fresh_home)
     assert result.exit_code == 0, result.stderr[-3000:]
     t = DemoTranscript.model_validate_json(result.stdout)
-    assert t.ok and len(t.tools) == 10
+    assert t.ok and len(t.tools) == 11
     called = [s.tool for s in t.steps]
     for tool in ("load_task", "recall", "compile_kernel", "benchmark_kernel", "record_lesson", "suggest_next"):
         assert tool in called
@@ -123,3 +123,81 @@ def test_demo_drives_a_whole_session_over_stdio(cli, fresh_home):
     assert t.lesson_id and t.lesson_rank is not None, "the recorded lesson was not recalled"
     # What a person reads: every step and the verdicts, on stderr when --json holds stdout.
     assert "> benchmark_kernel" in result.stderr and "verified:" in result.stderr
+
+
+def test_recall_takes_long_words_and_standard_input(cli, tmp_path):
+    words = "a reduction over rows too wide for registers " * 12  # past a file name's 255 bytes
+    got = cli("recall", words, "--json")
+    assert got.exit_code == 0, got.stderr
+    assert RecallResult.model_validate_json(got.stdout).items
+    piped = cli("recall", "-", "--json", input=words)
+    assert piped.exit_code == 0 and RecallResult.model_validate_json(piped.stdout).query == got_query(got)
+    empty = CliRunner().invoke(app, ["--home", str(tmp_path), "recall", "-"], input="", catch_exceptions=False)
+    assert empty.exit_code == 2 and "read nothing" in empty.stderr
+
+
+def got_query(result) -> str:
+    return RecallResult.model_validate_json(result.stdout).query
+
+
+def test_recall_on_an_empty_store_says_to_run_init(tmp_path):
+    got = CliRunner().invoke(app, ["--home", str(tmp_path / "empty"), "recall", "row softmax", "--json"],
+                             catch_exceptions=False)
+    assert got.exit_code == 0, got.stderr
+    result = RecallResult.model_validate_json(got.stdout)
+    assert result.items == [] and any("skillbase init" in n for n in result.notes)
+
+
+def test_recall_at_80_columns_keeps_ids_and_reasons_whole(cli, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    full = RecallResult.model_validate_json(cli("recall", "row_softmax", "-k", "3", "--json").stdout)
+    text = " ".join(cli("recall", "row_softmax", "-k", "3").stdout.split())
+    assert "…" not in text
+    for item in full.items:
+        assert item.id in text and " ".join(item.why.split()) in text
+
+
+def test_an_experience_is_shown_by_its_own_command_and_by_attempt(cli):
+    exp = next(i for i in RecallResult.model_validate_json(cli("recall", "row_softmax", "--json").stdout).items
+               if i.kind == "experience")
+    for args in (("experience", exp.id), ("attempt", exp.id)):
+        shown = cli(*args)
+        assert shown.exit_code == 0, shown.stderr
+        assert exp.id in shown.stdout and "task:" in shown.stdout
+    assert json.loads(cli("experience", exp.id, "--json").stdout)["id"] == exp.id
+
+
+def test_the_technique_vocabulary_is_listed_and_named_in_hints(cli):
+    listed = json.loads(cli("techniques", "--json").stdout)
+    assert {"online-softmax", "autotuning"} <= {t["name"] for t in listed}
+    bad = cli("bench", "relu", "optimized", "--device", "cpu", "--technique", "no-such-technique")
+    assert bad.exit_code == 2 and "skillbase techniques" in bad.stderr
+
+
+def test_a_broken_or_missing_solution_is_answered_before_any_worker(cli, tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x)\n        return x\n")
+    empty = tmp_path / "empty.py"
+    empty.write_text("import torch\nclass Model2(torch.nn.Module):\n    pass\n")
+    for path, says in ((bad, "does not parse: line 3"), (empty, "defines no `ModelNew`")):
+        got = cli("bench", "relu", str(path), "--device", "cpu", "--no-record", "--json")
+        report = json.loads(got.stdout)["report"]
+        assert got.exit_code == 9 and says in report["message"]
+        assert report["wall_s"] < 1.0  # the evaluation's own time: no worker round trip (one took about 7 s)
+    missing = cli("bench", "relu", str(tmp_path / "nope.py"), "--device", "cpu")
+    assert missing.exit_code == 3 and "does not exist" in " ".join(missing.stderr.split())
+
+
+def test_a_task_the_store_holds_loads_by_the_name_the_other_tools_print(module_home):
+    from skillbase.api import SkillBase
+    from skillbase.config import Settings
+    from skillbase.errors import NotFound
+    from skillbase.tools import call
+
+    with SkillBase(Settings.from_env(env={}, home=module_home)) as sb:
+        name = next(a.task for a in sb.memory.list_attempts(limit=500) if a.task[0].isdigit())  # a campaign problem
+        view = call(sb, "load_task", {"task": name}, agent="test")
+        assert view.summary.info.name == name and view.summary.attempts > 0 and view.summary.best is not None
+        assert "records only" in view.summary.note and view.reference_source == ""
+        with pytest.raises(NotFound, match="here or in the store"):
+            call(sb, "load_task", {"task": "no_such_task_anywhere"}, agent="test")

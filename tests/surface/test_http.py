@@ -62,7 +62,7 @@ def test_the_sdk_client_with_the_token_runs_tools(url):
             return tools, skill, bad
 
     tools, skill, bad = anyio.run(main)
-    assert len(tools.tools) == 10
+    assert len(tools.tools) == 11
     assert skill.structured_content["skill"]["name"] == "coalesced-memory-access"
     assert bad.is_error and "outside the workspace" in bad.content[0].text
 
