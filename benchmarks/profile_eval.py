@@ -235,7 +235,7 @@ def markdown_arms(arms: dict) -> str:
 
 
 def markdown(result: dict) -> str:
-    """The table for docs/benchmarks.md."""
+    """The table for docs/performance.md."""
     lines = [markdown_arms(result["arms"])]
     lines.append(f"\n{len(result['cases'])} tasks replayed, {result['with_profile']} with a profile of their naive "
                  "solution.")

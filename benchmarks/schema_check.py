@@ -5,7 +5,7 @@
 The MCP SDK's Python client checks every tool result that carries structured content against the
 tool's ``outputSchema`` (``ClientSession.validate_tool_result``: the ``jsonschema`` package, a checker
 compiled once per tool and session after ``check_schema``). Under 16 load clients that was a third
-of the load generator's CPU (docs/benchmarks.md). This script takes real results of the tools the load
+of the load generator's CPU (docs/performance.md). This script takes real results of the tools the load
 mix calls, from a server over a freshly seeded store through the SDK's in-memory client, and times the
 same two steps the client takes, against two schemas of the same output model:
 

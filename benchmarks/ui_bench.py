@@ -156,7 +156,7 @@ def measure(home: Path, repeat: int, seed: int) -> dict:
 
 
 def markdown(r: dict) -> str:
-    """The results as the table docs/benchmarks.md shows."""
+    """The results as the table docs/performance.md shows."""
     lines = [f"Store: {r['counts']['attempts']:,} attempts, {r['counts']['experiences']:,} lessons, "
              f"{r['counts'].get('skills', 0)} skills; load average during the run {', '.join(f'{x:.1f}' for x in r['load_average'])}.",
              "", "| page | n | p50 (ms) | p95 (ms) | max (ms) |", "|---|---|---|---|---|"]

@@ -96,7 +96,7 @@ WRITE_THREADS = 4
 # interleave on it. With 4 on 2 cores, every search thread that held the lock made the event loop
 # and the short calls wait their turn behind it at each of their waits for I/O: attempt_history p95
 # 45-87 ms (median 62) at 16 clients; with 2, 39-62 ms (median 43) at about the same throughput, recall
-# p95 4 % longer (docs/benchmarks.md, issue 21, sixth round). Searches queue for a thread instead.
+# p95 4 % longer (docs/performance.md, issue 21, sixth round). Searches queue for a thread instead.
 SEARCH_TOOLS = frozenset({"recall", "suggest_next"})
 # The rest (compile_kernel waits seconds for a compiler in a subprocess; propose_skill writes a
 # file): not searches, so never in the way of one.

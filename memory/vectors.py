@@ -22,7 +22,7 @@ by a file lock under ``settings.home``; nobody writes chroma outside
 Why chroma holds vectors only: an embedded chroma upsert keeps the interpreter
 lock for its whole call, stopping every other thread of the process, and
 writing metadata and documents cost it twice as long as the vectors alone
-(``benchmarks/chroma_gil.py``; docs/benchmarks.md, issue 21). An index built
+(``benchmarks/chroma_gil.py``; docs/performance.md, issue 21). An index built
 by an older release, with both in chroma, is rebuilt from the ledger once
 (``INDEX_FORMAT``); cached embeddings make that a rewrite, not a re-embedding.
 
@@ -77,7 +77,7 @@ QUERY_ANSWERS = 512  # kNN answers kept per process
 # readers) 10 records ended out of reach against 87 with the defaults, 6 of them unknown to the index until
 # a full check against 68; writes cost 20.3 ms against 18.8, 16 clients x 150 calls moved within the
 # runs' spread, and a chroma server taking eight workers' inserts spent about a tenth more CPU a call
-# (docs/benchmarks.md, fifteenth round). chroma keeps a collection's graph settings from its
+# (docs/performance.md, fifteenth round). chroma keeps a collection's graph settings from its
 # creation: a store made before keeps its graph until `skillbase memory reindex` makes it again.
 GRAPH_LINKS, GRAPH_CANDIDATES = 32, 200
 COLLECTION_METADATA = {"hnsw:space": "cosine", "hnsw:M": GRAPH_LINKS, "hnsw:construction_ef": GRAPH_CANDIDATES}
@@ -768,7 +768,7 @@ class VectorIndex:
         deleting and adding the record again made it found; embedded it did not. A record found when
         written can still lose its way in later, as later writes rewrite the graph's links: each write's
         ``sweep`` looks for older records again, and ``check_page`` for all of them. Issue 21,
-        docs/benchmarks.md (eleventh, thirteenth and fourteenth rounds). Without ``report`` nothing is
+        docs/performance.md (eleventh, thirteenth and fourteenth rounds). Without ``report`` nothing is
         logged (a full check reports its totals instead)."""
         col = self._cols[collection]
         rewrites = 2 if self.mode == "server" else 0

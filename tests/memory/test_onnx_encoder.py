@@ -236,7 +236,7 @@ def test_the_runtime_threads_sleep_between_calls_and_their_count_is_a_setting(mo
     enc = e._m.encoder
     options = enc.session.get_session_options()
     # Left to spin, two threads of a one-text call held 1.7 cores at 0.98 of one asleep (2 cores here; 4 threads
-    # on a 16-core host: 3.7 cores against 1.4, docs/benchmarks.md): asleep by default.
+    # on a 16-core host: 3.7 cores against 1.4, docs/performance.md): asleep by default.
     assert options.intra_op_num_threads == 2
     assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
     spinning = OnnxEncoder(enc.path, default_model_path(), 2, one_at_a_time=True, spin=True)

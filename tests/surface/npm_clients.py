@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from filelock import FileLock
 
-# Pinned so that a run is reproducible; the figures in docs/benchmarks.md name these versions.
+# Pinned so that a run is reproducible; the figures in docs/performance.md name these versions.
 CLAUDE_CODE = ("@anthropic-ai/claude-code", os.environ.get("SKILLBASE_CLAUDE_CODE_VERSION", "2.1.330"))
 INSPECTOR_CLI = ("@modelcontextprotocol/inspector-cli", os.environ.get("SKILLBASE_INSPECTOR_VERSION", "1.0.3"))
 INSTALL_TIMEOUT_S = 300

@@ -3,7 +3,7 @@ summary of the result, checked against the tool's output model.
 
 Set ``SKILLBASE_E2E_OUT=DIR`` to keep them: each end-to-end test writes
 ``DIR/<name>.json`` (the client, its version and the calls), the record behind the
-transcripts in docs/benchmarks.md.
+transcripts in docs/performance.md.
 """
 
 from __future__ import annotations
