@@ -20,39 +20,10 @@ import pytest
 from skillbase.config import Settings
 from skillbase.toolchain import Toolchain, limits, sandbox
 
-TASK = '''
-import torch
-import torch.nn as nn
-N = 4099
-class Model(nn.Module):
-    def forward(self, x):
-        return torch.relu(x)
-def get_inputs():
-    return [torch.randn(N)]
-def get_init_inputs():
-    return []
-'''
-
-RELU = '''
-import torch
-import torch.nn as nn
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def relu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    tl.store(y_ptr + offs, tl.maximum(tl.load(x_ptr + offs, mask=mask), 0.0), mask=mask)
-
-
-class ModelNew(nn.Module):
-    def forward(self, x):
-        y = torch.empty_like(x)
-        relu_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), BLOCK=1024)
-        return y
-'''
+# The honest ReLU and its task, shared with the toolchain's own tests; each hostile candidate is the ReLU
+# with one more thing done at import.
+FIXTURES = Path(__file__).resolve().parents[1] / "toolchain" / "fixtures"
+RELU = (FIXTURES / "relu_triton.py").read_text()
 
 pytestmark = pytest.mark.skipif(not sandbox.choose("auto").confined,
                                 reason="bubblewrap cannot build a jail here (.ci/run installs it)")
@@ -69,10 +40,8 @@ def world(tmp_path_factory):
     settings = Settings.from_env(env={}, home=root / "home", eval_timeout_s=120, sandbox="bwrap",
                                  worker_max_procs=96, worker_tmp_mb=64, worker_disk_mb=64)
     victim = subprocess.Popen(["sleep", "600"])  # what a candidate would try to kill or trace
-    task_file = root / "relu_task.py"
-    task_file.write_text(TASK)
     with Toolchain(settings) as tc:
-        task = tc.load_task(str(task_file))
+        task = tc.load_task(str(FIXTURES / "relu_task.py"))
         yield {"tc": tc, "task": task, "root": root, "outside": outside, "secret": secret, "victim": victim,
                "settings": settings}
     victim.kill()
@@ -88,7 +57,7 @@ def _device() -> str:
 def run(world, name: str, hostile: str, **fmt):
     """Evaluate a ReLU that first runs ``hostile`` (formatted with ``fmt``) at import."""
     path = world["root"] / f"{name}.py"
-    path.write_text("import os, sys\n" + textwrap.dedent(hostile).format(**fmt) + RELU)
+    path.write_text("import os, sys\n" + textwrap.dedent(hostile).format(**fmt) + "\n" + RELU)
     tc = world["tc"]
     return tc.benchmark(world["task"], tc.resolve_solution(world["task"], str(path)), _device(), use_cache=False)
 
