@@ -27,8 +27,7 @@ class QuickCalls:
     another that watches for the client leaving, under a 15 s timer and an in-memory stream, so that a
     handler sending a notification can switch the answer to server-sent events. A quick tool sends
     none (only ``STREAMING_TOOLS`` report progress) and is answered with one JSON body either way; the
-    machinery cost the loaded server about a tenth of its CPU a call (docs/performance.md, issue 21,
-    seventeenth round). What the JSON mode gives up is cancelling the call when its client disconnects,
+    machinery cost the loaded server about a tenth of its CPU a call (docs/performance.md). What the JSON mode gives up is cancelling the call when its client disconnects,
     which a tool running on a worker thread did not honour anyway.
 
     Taken this way: calls under the 2026-07-28 protocol (each a request of its own) and, on a stateless

@@ -96,7 +96,7 @@ WRITE_THREADS = 4
 # interleave on it. With 4 on 2 cores, every search thread that held the lock made the event loop
 # and the short calls wait their turn behind it at each of their waits for I/O: attempt_history p95
 # 45-87 ms (median 62) at 16 clients; with 2, 39-62 ms (median 43) at about the same throughput, recall
-# p95 4 % longer (docs/performance.md, issue 21, sixth round). Searches queue for a thread instead.
+# p95 4 % longer (docs/performance.md). Searches queue for a thread instead.
 SEARCH_TOOLS = frozenset({"recall", "suggest_next"})
 # The rest (compile_kernel waits seconds for a compiler in a subprocess; propose_skill writes a
 # file): not searches, so never in the way of one.
@@ -168,7 +168,7 @@ def _tool(spec: ToolSpec, sb: skillbase.SkillBase, workspace: Path, limiter=None
             if args is not None and spec.quick(sb, args, call):
                 # A lookup by key in an open store: answered here, on the event loop. Handed to a
                 # thread, it waited for the interpreter lock twice more (there and back) behind the
-                # searches: attempt_history p95 53-69 ms that way, 31-36 here (16 clients, issue 21).
+                # searches: attempt_history p95 53-69 ms that way, 31-36 here (16 clients).
                 out, work_ms = work(args)
             else:
                 out, work_ms = await anyio.to_thread.run_sync(work, args,

@@ -8,7 +8,7 @@ worker accepting freely (uvicorn's own ``--workers``) let the first worker to wa
 connections of a burst; a socket of its own per worker
 (SO_REUSEPORT) hands each connection to the worker its address hashes to: on a 16-core host four
 workers held 1.15, 1.12, 0.53 and 0.21 cores under 16 clients, and eight left one worker with none
-(docs/performance.md, issue 21's eleventh round). The parent starts a new worker when one dies after
+(docs/performance.md). The parent starts a new worker when one dies after
 it has started, and stops them all on Ctrl-C or SIGTERM (each finishes its requests, like a single
 server). Each worker opens the store itself (its own SkillBase, closed when the worker stops) and
 serves MCP in the SDK's stateless HTTP mode: no session is kept between requests, so it does not
@@ -20,7 +20,7 @@ The workers share the store the way any processes sharing a ``SKILLBASE_HOME`` d
 in WAL mode, the embedding cache file, the index lock; each embeds its own writes and answers the
 others' from the cache file). The vector index must be a chroma server (``SKILLBASE_CHROMA_URL``):
 an embedded index is reopened by every process after another one writes (12 ms of server CPU a call
-with two processes, docs/performance.md, tenth round of issue 21), so more than one worker without
+with two processes, docs/performance.md), so more than one worker without
 one is refused. Unless SKILLBASE_EMBEDDING_THREADS says otherwise, the workers share the embedding
 threads one process would have (half the cores, at most 4 a worker, at least 1).
 

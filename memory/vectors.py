@@ -22,7 +22,7 @@ by a file lock under ``settings.home``; nobody writes chroma outside
 Why chroma holds vectors only: an embedded chroma upsert keeps the interpreter
 lock for its whole call, stopping every other thread of the process, and
 writing metadata and documents cost it twice as long as the vectors alone
-(``benchmarks/chroma_gil.py``; docs/performance.md, issue 21). An index built
+(``benchmarks/chroma_gil.py``; docs/performance.md). An index built
 by an older release, with both in chroma, is rebuilt from the ledger once
 (``INDEX_FORMAT``); cached embeddings make that a rewrite, not a re-embedding.
 
@@ -77,7 +77,7 @@ QUERY_ANSWERS = 512  # kNN answers kept per process
 # readers) 10 records ended out of reach against 87 with the defaults, 6 of them unknown to the index until
 # a full check against 68; writes cost 20.3 ms against 18.8, 16 clients x 150 calls moved within the
 # runs' spread, and a chroma server taking eight workers' inserts spent about a tenth more CPU a call
-# (docs/performance.md, fifteenth round). chroma keeps a collection's graph settings from its
+# (docs/performance.md). chroma keeps a collection's graph settings from its
 # creation: a store made before keeps its graph until `skillbase memory reindex` makes it again.
 GRAPH_LINKS, GRAPH_CANDIDATES = 32, 200
 COLLECTION_METADATA = {"hnsw:space": "cosine", "hnsw:M": GRAPH_LINKS, "hnsw:construction_ef": GRAPH_CANDIDATES}
@@ -505,7 +505,7 @@ class VectorIndex:
             # does, without the index lock (reading() calls this under its condition). Under the lock,
             # every search after another process's write waited behind whatever write held it next
             # (four workers on 16 cores: 4-21 % more calls/s without it, and another worker's lesson
-            # found in half the time; issue 21, eleventh round). A reset replaces the mirror file
+            # found in half the time). A reset replaces the mirror file
             # (``replaced``), which still takes the slow way, and so does a write in progress (dirty):
             # its batch may be half in chroma.
             self._forget_kept(mirror)
@@ -519,7 +519,7 @@ class VectorIndex:
             # record it changes may read its new vector with its old metadata meanwhile. Waiting for
             # the index lock instead put whole writes of other processes (their upsert, the write
             # check, the mirror) in front of about one search in twenty, 100-240 ms each, and the
-            # more processes write, the more often (issue 21, twelfth round). Kept answers and counts
+            # more processes write, the more often. Kept answers and counts
             # are dropped once per generation seen, so nothing kept from before this write or an
             # earlier one outlives it; the writer's own end (dirty 0) is adopted above as before.
             if gen != self._seen_dirty:
@@ -768,7 +768,7 @@ class VectorIndex:
         deleting and adding the record again made it found; embedded it did not. A record found when
         written can still lose its way in later, as later writes rewrite the graph's links: each write's
         ``sweep`` looks for older records again, and ``check_page`` for all of them. Issue 21,
-        docs/performance.md (eleventh, thirteenth and fourteenth rounds). Without ``report`` nothing is
+        docs/performance.md. Without ``report`` nothing is
         logged (a full check reports its totals instead)."""
         col = self._cols[collection]
         rewrites = 2 if self.mode == "server" else 0

@@ -333,8 +333,7 @@ class LexicalRetriever:
         other processes take: several server processes over one store all found new changes at
         nearly every search, and each took the token table's file lock to write them there first.
         That lock is polled (a waiter sleeps between tries), so eight processes queued on it: the
-        lexical step was the largest part of recall's slowest 5 % on 16 cores (issue 21, twelfth
-        round). The shared token table is written when an index is rebuilt, which reads it."""
+        lexical step was the largest part of recall's slowest 5 % on 16 cores. The shared token table is written when an index is rebuilt, which reads it."""
         with self._lock:
             if not self._loaded:
                 self._load()

@@ -8,7 +8,7 @@ TASKS_DIR = SEEDS_DIR / "tasks"
 SKILLS_DIR = SEEDS_DIR / "skills"
 TECHNIQUES_FILE = SEEDS_DIR / "techniques.yaml"
 EXPERIENCES_FILE = SEEDS_DIR / "experiences.jsonl"
-# The KernelBench campaign (issue 16): its attempts, lessons and task descriptions, measured on an H100.
+# The KernelBench campaign: its attempts, lessons and task descriptions, measured on an H100.
 CAMPAIGN_FILE = SEEDS_DIR / "campaign.jsonl"
 MEMORY_FILES = (EXPERIENCES_FILE, CAMPAIGN_FILE)
 # Embeddings of the seed records and skills, computed once (benchmarks/seed_embeddings.py): init reads
