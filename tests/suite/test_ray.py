@@ -158,8 +158,8 @@ from pathlib import Path
 from skillbase.config import Settings
 from skillbase.toolchain import Toolchain
 
-home, address, killer = sys.argv[1:4]
-settings = Settings.from_env(env={}, home=Path(home), ray_address=address, eval_timeout_s=120)
+home, address, killer, sandbox = sys.argv[1:5]
+settings = Settings.from_env(env={}, home=Path(home), ray_address=address, eval_timeout_s=120, sandbox=sandbox)
 with Toolchain(settings) as tc:
     task = tc.load_task("relu")
     names = tc.worker_names("cpu")
@@ -168,16 +168,33 @@ print(json.dumps({"names": names, "verdict": bad.verdict, "message": bad.message
 """
 
 
-def test_a_candidate_that_kills_its_actor_is_reported_crashed(tmp_path, cluster):
+def _killer_run(tmp_path, cluster, sandbox: str) -> dict:
     killer = tmp_path / "kills_parent.py"
     killer.write_text(KILLS_ITS_PARENT)
-    proc = subprocess.run([sys.executable, "-c", KILLED_ACTOR_CLIENT, str(tmp_path / "home"), cluster.address,
-                           str(killer)], env=env_for(tmp_path / "home"), capture_output=True, text=True, timeout=600)
+    proc = subprocess.run([sys.executable, "-c", KILLED_ACTOR_CLIENT, str(tmp_path / f"home-{sandbox}"),
+                           cluster.address, str(killer), sandbox], env=env_for(tmp_path / f"home-{sandbox}"),
+                          capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_a_candidate_that_kills_its_actor_is_reported_crashed(tmp_path, cluster):
+    # Unconfined (the sandbox off), the candidate's kill reaches its actor's worker.
+    out = _killer_run(tmp_path, cluster, "off")
     assert out["names"] == ["cpu", "cpu:1"]  # one interpreter actor per node
     # Ray restarted the actor and ran the request again once; it died again: a verdict, not a loss.
     assert out["verdict"] == "crashed" and "died twice" in out["message"], out["message"]
+
+
+def test_in_the_jail_a_candidate_cannot_kill_its_actor(tmp_path, cluster):
+    from skillbase.toolchain import sandbox
+
+    if not sandbox.choose("auto").confined:
+        pytest.skip("bubblewrap cannot build a jail here")
+    out = _killer_run(tmp_path, cluster, "bwrap")
+    # Its parent inside the jail is the jail's own init: the kill is ignored and the candidate is judged
+    # on what it computes (it returns its input, an alias), with no actor lost.
+    assert out["verdict"] == "rejected" and "died" not in out["message"], out["message"]
 
 
 BLOCK_RAY = """
