@@ -98,7 +98,9 @@ def python_roots(pythonpath: list[str] = ()) -> list[Path]:
     site-packages folders on its path, ``pythonpath`` (the worker's PYTHONPATH: wheels installed with
     --target on a GPU box) and skillbase's own package (an editable install's source folder)."""
     package = Path(__file__).resolve().parents[1]  # skillbase/
-    roots = {Path(sys.prefix), Path(sys.base_prefix), Path(sys.exec_prefix),
+    # The interpreter's own folder too: a virtual environment's python is a link there even when the
+    # process runs with another prefix (a --target install run by that python).
+    roots = {Path(sys.prefix), Path(sys.base_prefix), Path(sys.exec_prefix), Path(sys.executable).absolute().parent,
              Path(os.path.realpath(sys.executable)).parent.parent, package}
     roots.update(Path(p) for p in sys.path if p and ("site-packages" in p or "dist-packages" in p))
     # The repository root on the path would show the whole checkout (and a store kept in it): its
