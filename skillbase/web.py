@@ -110,7 +110,7 @@ async def _send(send: Send, status: int, body: bytes, headers: list[tuple[bytes,
 
 
 LOGIN_PAGE = """<!doctype html><html lang="en"><head><meta charset="utf-8"><title>skillbase · log in</title>
-<link rel="stylesheet" href="{root}/ui/static/style.css"></head><body><main>
+<link rel="icon" href="data:,"><link rel="stylesheet" href="{root}/ui/static/ui.css"></head><body><main>
 <h1>skillbase curation</h1><p>This server asks for its access token. Your name is recorded with every
 curation action you take.</p>{error}
 <form method="post" action="{root}{login}"><input type="hidden" name="next" value="{next}">
@@ -187,7 +187,7 @@ class TokenAuth:
                                  error=f'<p class="error">{html.escape(error)}</p>' if error else "")
         await _send(send, status, page.encode(), [(b"content-type", b"text/html; charset=utf-8"),
                                                   (b"content-security-policy",
-                                                   b"default-src 'self'; form-action 'self'; frame-ancestors 'none'"),
+                                                   b"default-src 'self'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'"),
                                                   (b"cache-control", b"no-store")])
 
 

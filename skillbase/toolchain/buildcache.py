@@ -64,14 +64,23 @@ def install(torch: Any) -> None:
     if getattr(original, "_skillbase_cached", False):
         return
     signature = inspect.signature(original)
-    default_root = Path(ext._get_build_directory("skillbase", False)).parent
+
+    def default_root() -> Path:
+        # torch's own root (its version folder under the user's cache); asking torch makes the folder it
+        # names, which is removed again when empty so that no stray `skillbase` folder is left behind.
+        made = Path(ext._get_build_directory("skillbase", False))
+        try:
+            made.rmdir()
+        except OSError:
+            pass
+        return made.parent
 
     def load_inline(*args, **kwargs):
         bound = signature.bind(*args, **kwargs)
         if bound.arguments.get("build_directory") is None:
             # Read per call: each evaluation has its own writable layer (layered_cache).
             env_root = os.environ.get("TORCH_EXTENSIONS_DIR")
-            root = Path(env_root) if env_root else default_root
+            root = Path(env_root) if env_root else default_root()
             keyed = f"{bound.arguments['name']}_{build_key(torch, dict(bound.arguments))}"
             folder = root / keyed
             lower = os.environ.get("SKILLBASE_EXTENSIONS_LOWER")

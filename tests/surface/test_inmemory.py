@@ -56,6 +56,8 @@ BAD_CALLS = [
     ("profile_kernel", {"task": "relu", "source": NAIVE, "device": "tpu"}, "`device`"),
     ("attempt_history", {"task": "../../../etc/passwd"}, "outside the workspace"),
     ("attempt_history", {"task": "relu", "limit": 0}, "`limit`"),
+    ("list_techniques", {"category": "no-such-category"}, "categories:"),
+    ("list_techniques", {"category": ""}, "`category`"),
 ]
 
 

@@ -4,6 +4,8 @@ foreign Host or a foreign Origin, the UI answers exactly as the MCP endpoint doe
 
 from __future__ import annotations
 
+import re
+
 
 import httpx
 import pytest
@@ -66,6 +68,10 @@ def test_a_browser_logs_in_with_the_token_and_its_name_goes_on_its_actions(serve
         assert page.status_code == 303 and page.headers["location"].endswith("/ui/login?next=%2Fui%2Freview")
         login = httpx.get(f"{base}/ui/login", headers={"accept": "text/html"})
         assert login.status_code == 200 and 'type="password" name="token"' in login.text
+        # what the login page loads is served without a session (a browser asks before logging in)
+        for href in re.findall(r'<link rel="stylesheet" href="([^"]+)"', login.text):
+            assert httpx.get(base + href).status_code == 200, href
+        assert 'rel="icon" href="data:,"' in login.text  # no /favicon.ico request, which would be refused
         wrong = httpx.post(f"{base}/ui/login", data={"token": "nope", "curator": "mallory", "next": "/ui/review"})
         assert wrong.status_code == 401 and "set-cookie" not in wrong.headers
         ok = httpx.post(f"{base}/ui/login", data={"token": TOKEN, "curator": "Ana Curator", "next": "/ui/review"})
