@@ -11,9 +11,13 @@ PYTEST_ARGS ?=
 # Two pytest workers (pytest-xdist), a test file each at a time: the suite is mostly one busy core
 # otherwise (649 s on 2 cores, 516 s with two workers, 2026-11-28). PYTEST_WORKERS=0 runs it in one process.
 PYTEST_WORKERS ?= 2
+# `make test` is the everyday tier: every test but those marked slow (integration runs of 20-100 s each:
+# Ray clusters, full C++ builds, killed-and-resumed suite runs, the installed wheel, Claude Code, every
+# shipped example verified), within 8 minutes on 2 cores. `make test-slow` runs those; CI runs both.
+TEST_TIER ?= not slow
 DEMO_HOME ?= $(CURDIR)/.demo-home
 
-.PHONY: install test demo gpu-suite clean
+.PHONY: install test test-slow test-all demo gpu-suite clean
 
 install: $(VENV)/.installed
 
@@ -25,7 +29,13 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 test: install
-	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile -m "$(TEST_TIER)" $(PYTEST_ARGS)
+
+test-slow:
+	$(MAKE) test TEST_TIER=slow
+
+test-all:
+	$(MAKE) test TEST_TIER="slow or not slow"
 
 demo: install
 	SKILLBASE_HOME=$(DEMO_HOME) $(VENV)/bin/skillbase demo

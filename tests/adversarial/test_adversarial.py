@@ -104,6 +104,7 @@ def test_the_honest_version_passes_the_widened_draw(adv_toolchain):
                for c in r.correctness.checks)
 
 
+@pytest.mark.slow
 def test_an_honest_long_sum_passes_within_the_references_own_rounding(adv_toolchain):
     """fp32 sums over 16384 wide terms cancel: the candidate's order and the reference's differ by more
     than the scaled tolerance, but no more than the reference differs from a float64 run."""

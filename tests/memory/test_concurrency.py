@@ -55,6 +55,7 @@ def test_concurrent_writers_lose_nothing(tmp_path, backend, procs):
         assert r["found"] == r["sample"], f"writer {w} found {r['found']} of {r['sample']} lessons by meaning"
 
 
+@pytest.mark.slow
 def test_writer_killed_mid_batch(tmp_path, embedder, procs):
     # Embedded only: a killed client can leave a chroma directory half
     # written; a server cannot be damaged by its client dying.

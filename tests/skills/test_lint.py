@@ -44,6 +44,7 @@ def test_fast_lint_passes_on_every_seed():
     assert {r.skill: errors(r.issues) for r in results if not r.passed} == {}
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(900)  # the first item verifies every seed example in the module fixture
 @pytest.mark.parametrize("name", SEED_NAMES)
 def test_seed_skill_passes_lint_with_every_example_verified(seed_results, name):

@@ -103,6 +103,7 @@ def rows_of(report: dict) -> dict[str, tuple]:
     return {r["name"]: (r["verdict"], tuple(sorted(r.get("failed_checks") or []))) for r in report["rows"]}
 
 
+@pytest.mark.slow
 def test_two_node_cluster_gives_the_local_pools_verdicts_and_an_actor_killed_mid_run_loses_nothing(
         tmp_path, cluster, kb_run):
     kb, run = kb_run
@@ -178,6 +179,7 @@ def _killer_run(tmp_path, cluster, sandbox: str) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_a_candidate_that_kills_its_actor_is_reported_crashed(tmp_path, cluster):
     # Unconfined (the sandbox off), the candidate's kill reaches its actor's worker.
     out = _killer_run(tmp_path, cluster, "off")
@@ -186,6 +188,7 @@ def test_a_candidate_that_kills_its_actor_is_reported_crashed(tmp_path, cluster)
     assert out["verdict"] == "crashed" and "died twice" in out["message"], out["message"]
 
 
+@pytest.mark.slow
 def test_in_the_jail_a_candidate_cannot_kill_its_actor(tmp_path, cluster):
     from skillbase.toolchain import sandbox
 

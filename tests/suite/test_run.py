@@ -83,6 +83,7 @@ def kb(tmp_path) -> Path:
     return tmp_path / "kb"
 
 
+@pytest.mark.slow
 def test_kernelbench_named_run_shrinks_verifies_and_reports(tmp_path, kb):
     run, home = tmp_path / "run", tmp_path / "home"
     run.mkdir()
@@ -178,6 +179,7 @@ def attempts_of(home: Path, run_name: str) -> list[dict]:
         con.close()
 
 
+@pytest.mark.slow
 def test_a_killed_run_resumes_with_identical_results_and_records_nothing_twice(tmp_path):
     run, home = manifest_run(tmp_path), tmp_path / "home"
     env = {**os.environ, "SKILLBASE_HOME": str(home), "HF_HUB_OFFLINE": "1"}

@@ -117,6 +117,7 @@ async def _session(home: Path, out: dict) -> None:
         out["still_up"] = await _call(a, "get_skill", {"name": skill})
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_a_whole_session_over_stdio_with_two_server_processes_on_one_store(fresh_home):
     out: dict = {}

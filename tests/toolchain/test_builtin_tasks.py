@@ -57,6 +57,7 @@ def test_every_builtin_task_has_a_triton_solution():
     assert not lacking, f"built-in tasks without a Triton solution: {lacking}"
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(900)  # the first item builds the whole batch in its fixture
 @pytest.mark.parametrize("task, sol", PAIRS, ids=[f"{t}/{s}" for t, s in PAIRS])
 def test_builtin_solution(results, task, sol):
