@@ -31,6 +31,18 @@ def _scatter(**props: Any) -> dict[str, Any]:
     return {"type": "scatter", **props}
 
 
+def _axis(title: str, **props: Any) -> dict[str, Any]:
+    """An axis with its title in the form plotly.js 2 and later read ({"text": ...}; a bare string
+    is dropped without a word)."""
+    return {"title": {"text": title}, **props}
+
+
+def _label(r: dict[str, Any]) -> str:
+    """A node's printed label: the id's tail and the speedup, enough to tell nodes apart at a glance."""
+    sp = r.get("speedup_vs_eager")
+    return f"{r['id'][-4:]} {sp:.2f}x" if sp else r["id"][-4:]
+
+
 def _hover(r: dict[str, Any]) -> str:
     sp = f"{r['speedup_vs_eager']:.2f}x vs eager" if r.get("speedup_vs_eager") else "not timed"
     techs = ", ".join(r.get("techniques") or []) or "no technique"
@@ -75,7 +87,7 @@ def lineage(rows: list[dict[str, Any]], attempt_url: str) -> dict[str, Any]:
     data: list = [
         _scatter(x=edge_x, y=edge_y, mode="lines", line=dict(color="#b0bec5", width=1), hoverinfo="skip",
                    showlegend=False),
-        _scatter(x=label_x, y=label_y, mode="text", text=labels, textfont=dict(size=9, color="#455a64"),
+        _scatter(x=label_x, y=label_y, mode="text", text=labels, textfont=dict(size=11, color="#455a64"),
                    hoverinfo="text", hovertext=labels, showlegend=False, name="techniques"),
     ]
     for verdict, color in VERDICT_COLORS.items():
@@ -83,11 +95,14 @@ def lineage(rows: list[dict[str, Any]], attempt_url: str) -> dict[str, Any]:
         if not ids:
             continue
         data.append(_scatter(
-            x=[pos[i][0] for i in ids], y=[pos[i][1] for i in ids], mode="markers", name=verdict,
+            x=[pos[i][0] for i in ids], y=[pos[i][1] for i in ids], mode="markers+text", name=verdict,
             marker=dict(color=color, size=11, line=dict(color="white", width=1)),
-            text=[_hover(by_id[i]) for i in ids], hoverinfo="text",
+            text=[_label(by_id[i]) for i in ids], textposition="top center", textfont=dict(size=10, color="#263238"),
+            hovertext=[_hover(by_id[i]) for i in ids], hoverinfo="text",
             customdata=[attempt_url.format(id=i) for i in ids]))
-    return _fig(data, xaxis=dict(visible=False), yaxis=dict(visible=False), height=460,
+    # Height follows the widest generation: one line of attempts needs a strip, not 460 px.
+    widest = max((sum(1 for d in depth.values() if d == k) for k in set(depth.values())), default=1)
+    return _fig(data, xaxis=dict(visible=False), yaxis=dict(visible=False), height=min(460, 150 + 45 * widest),
                 hovermode="closest", title=dict(text="lineage (left to right: generations)", font=dict(size=13)))
 
 
@@ -112,8 +127,9 @@ def speedup_over_attempts(rows: list[dict[str, Any]], attempt_url: str) -> dict[
     if best_x:
         data.append(_scatter(x=best_x, y=best_y, mode="lines", line=dict(shape="hv", color="#263238"),
                                name="best so far"))
-    return _fig(data, xaxis=dict(title="attempt (in the order made)"),
-                yaxis=dict(title="speedup vs eager (x, median device time)", type="log"))
+    # Attempts are counted: ticks at whole numbers only (plotly would print 2.5 on a short series).
+    return _fig(data, xaxis=_axis("attempt (in the order made)", tickformat="d", dtick=max(1, len(rows) // 10)),
+                yaxis=_axis("speedup vs eager (x, median device time)", type="log"))
 
 
 def roofline(rows: list[dict[str, Any]], attempt_url: str) -> dict[str, Any]:
@@ -138,8 +154,8 @@ def roofline(rows: list[dict[str, Any]], attempt_url: str) -> dict[str, Any]:
             xs = sorted({lo, hi, min(max(knee, lo), hi)})
             data.append(_scatter(x=xs, y=[min(gbps * x / 1e3, tflops) for x in xs], mode="lines",
                                    line=dict(dash="dash", width=1), name=f"roof: {hw}"))
-    return _fig(data, xaxis=dict(title="arithmetic intensity (FLOP/byte)", type="log"),
-                yaxis=dict(title="achieved TFLOP/s", type="log"))
+    return _fig(data, xaxis=_axis("arithmetic intensity (FLOP/byte)", type="log"),
+                yaxis=_axis("achieved TFLOP/s", type="log"))
 
 
 def geomean(values: list[float]) -> float | None:

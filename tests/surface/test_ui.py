@@ -99,8 +99,12 @@ def test_a_task_page_draws_its_lineage_speedups_and_roofline(client, ui_sb):
     assert data["lessons"] and all(e["task"] == "row_softmax" for e in data["lessons"])
     url = "/ui/attempts/{id}"
     fig = plots.lineage(data["lineage"], url)
-    nodes = [t for t in fig["data"] if t.get("mode") == "markers"]
+    nodes = [t for t in fig["data"] if t.get("mode") == "markers+text"]
     assert sum(len(t["x"]) for t in nodes) == len(history)
+    # every node printed with its id's tail (and speedup when timed), not only on hover
+    printed = [label for t in nodes for label in t["text"]]
+    assert sorted(p.split()[0] for p in printed) == sorted(a.id[-4:] for a in history)
+    assert any(p.endswith("x") for p in printed) and fig["layout"]["height"] <= 460
     assert {t["name"] for t in nodes} == {a.verdict for a in history}
     assert all(t["marker"]["color"] == plots.VERDICT_COLORS[t["name"]] for t in nodes)
     labels = next(t for t in fig["data"] if t.get("mode") == "text")["text"]
@@ -116,6 +120,9 @@ def test_a_task_page_draws_its_lineage_speedups_and_roofline(client, ui_sb):
     assert best["y"][-1] == pytest.approx(max(a.speedup_vs_eager for a in timed if a.verdict == "correct"))
     for figure in (fig, roof, speed):  # plotly's own schema validation: a misspelt property raises
         go.Figure(figure)
+    for figure in (roof, speed):  # titles as plotly.js 2+ reads them: a bare string is silently dropped
+        assert all(figure["layout"][axis]["title"]["text"] for axis in ("xaxis", "yaxis"))
+    assert speed["layout"]["xaxis"]["tickformat"] == "d"  # attempts tick as whole numbers
     html = client.get("/ui/tasks/row_softmax").text
     for part in ('data-figure="plot-lineage"', 'data-figure="plot-speedup"', 'data-figure="plot-roofline"',
                  "/ui/assets/plotly.min.js", child.id):

@@ -102,6 +102,13 @@ def test_every_page_renders_without_console_errors(page, ui_url, ui_sb, shots):
             for plot in ("plot-lineage", "plot-speedup", "plot-roofline"):
                 page.wait_for_selector(f"#{plot} .main-svg", timeout=20_000)
             assert page.locator("#plot-lineage .scatterlayer .point").count() == len(ui_sb.attempt_history("row_softmax"))
+            # axis titles drawn (plotly.js drops a title given as a bare string) and nodes labelled
+            assert page.locator("#plot-speedup .g-xtitle text").text_content().startswith("attempt")
+            assert page.locator("#plot-roofline .g-ytitle text").text_content() == "achieved TFLOP/s"
+            ticks = page.locator("#plot-speedup .xtick text").all_text_contents()
+            assert ticks and all(t.replace("−", "-").lstrip("-").isdigit() for t in ticks), ticks
+            labels = page.locator("#plot-lineage .textpoint text").all_text_contents()
+            assert any(label.endswith("x") for label in labels), labels
         page.screenshot(path=str(shots / f"{name}.jpg"), full_page=True, type="jpeg", quality=70)
         assert page.problems == [], (name, page.problems)
 
