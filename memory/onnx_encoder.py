@@ -61,6 +61,11 @@ PROBES = (
 )
 
 
+# One line each time a model is made for this user (an export, an int8 quantization): the command line
+# shows these, since the first recall otherwise spends about 10 s silently. Once per user, as the cache is.
+announce = logging.getLogger(__name__ + ".prepare")
+
+
 def cache_dir() -> Path:
     """Where exported models are kept: SKILLBASE_MODEL_CACHE, else the user's cache directory."""
     env = os.environ.get("SKILLBASE_MODEL_CACHE")
@@ -248,6 +253,8 @@ def _open_float(model_dir: Path, threads: int, load_st: Callable[[], Any]) -> tu
         import onnx  # noqa: F401  (torch.onnx writes through it)
     except ImportError:
         return None, "onnx is not installed (needed once, to export the model)"
+    announce.info("preparing the embedding model for this user: exporting it to ONNX once (about 10 s; kept in %s)",
+                  path.parent)
     st = load_st()
     # Exported and checked under a name of its own; only a checked export takes the shared name
     # (atomically), so another process never opens one that is half written or wrong.
@@ -332,6 +339,7 @@ def _open_quantized(float_enc: OnnxEncoder, model_dir: Path, threads: int) -> tu
     tmp = Path(name)
     try:
         try:
+            announce.info("preparing the embedding model for this user: quantizing it to int8 once (a few seconds)")
             quantize(float_enc.path, tmp)
             enc = OnnxEncoder(tmp, model_dir, threads, one_at_a_time=True)
         except Exception as e:

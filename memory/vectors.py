@@ -778,13 +778,14 @@ class VectorIndex:
                 return {}
             ids, vecs = [ids[n] for n in lost], vecs[lost]
             if attempt < rewrites:
+                # Handled, not the user's problem: kept to debug logs (a newcomer read it as corruption).
                 if report:
-                    log.warning("chroma left %d record(s) of %s out of its search; writing them again: %s",
+                    log.debug("chroma left %d record(s) of %s out of its search; writing them again: %s",
                                 len(ids), collection, ids[:5])
                 col.delete(ids=ids)
                 col.add(ids=ids, embeddings=vecs)
         if report:
-            log.warning("chroma's search at %s does not reach %d record(s) of %s by their own vectors; the index "
+            log.debug("chroma's search at %s does not reach %d record(s) of %s by their own vectors; the index "
                         "answers them from its mirror: %s", self.where, len(ids), collection, ids[:5])
         return dict(zip(ids, vecs))
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import getpass
 import json
+import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional
@@ -24,6 +25,7 @@ from rich.markup import escape  # messages name things like skillbase[ray]: text
 from rich.progress import BarColumn, Progress, SpinnerColumn, TaskProgressColumn, TextColumn, TimeElapsedColumn
 from rich.syntax import Syntax
 from rich.table import Table
+from rich.text import Text
 from rich.tree import Tree
 
 from skillbase.errors import InvalidInput, NotFound, SkillbaseError
@@ -84,10 +86,25 @@ class State:
             self._sb.close()
 
 
+class _PreparingLine(logging.Handler):
+    """Prints the embedding model's one-time preparation (export, quantization) as a status line on stderr."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        err.print(f"[dim]{escape(record.getMessage())}[/dim]")
+
+
+def _show_model_preparation() -> None:
+    logger = logging.getLogger("skillbase.memory.onnx_encoder.prepare")
+    if not any(isinstance(h, _PreparingLine) for h in logger.handlers):
+        logger.addHandler(_PreparingLine(logging.INFO))
+        logger.setLevel(logging.INFO)
+
+
 @app.callback()
 def _options(ctx: typer.Context,
              home: Annotated[Optional[Path], typer.Option("--home", help="Store directory (default $SKILLBASE_HOME "
                                                                            "or ~/.skillbase).")] = None) -> None:
+    _show_model_preparation()
     state = State(home)
     ctx.obj = state
     ctx.call_on_close(state.close)
@@ -424,8 +441,8 @@ def render_bench(result) -> int | None:
         out.print(f"  {_x(r.speedup_vs_eager)} vs eager, {_x(r.speedup_vs_compile)} vs torch.compile"
                   + (f"; {r.roofline.pct_sol:.0f}% of the floor, {r.roofline.bound}-bound"
                      if r.roofline and r.roofline.pct_sol is not None else ""))
-    elif r.timing_unavailable:
-        out.print(f"  [yellow]not timed[/]: {r.timing_unavailable}")
+    elif r.timing_unavailable and "not timed" not in r.message:  # said once, in the message or here
+        out.print(f"  [yellow]not timed[/]: {r.timing_unavailable.removeprefix('not timed: ')}")
     for n in r.notes:
         out.print(f"  note: {n}")
     if result.attempt_id:
@@ -672,10 +689,22 @@ def skills_list(ctx: typer.Context, status: Annotated[Optional[str], typer.Optio
                     help="draft, approved or deprecated.")] = None, as_json: Json = False) -> None:
     """Skills in the store, with status, version and techniques."""
     def render(skills) -> None:
-        t = table("name", "status", "v", "techniques", "description")
+        # One line a skill: the name whole, then status and version, the description cut with an ellipsis
+        # at the terminal's edge (at 80 columns a wrapped table ran to 494 lines); techniques where room is.
+        if not skills:
+            out.print("no skills" + (f" with status {status}" if status else "") + " in this store")
+            return
+        name_w = max(len(s.name) for s in skills)
+        wide = out.width >= name_w + 120
         for s in skills:
-            t.add_row(s.name, s.status, str(s.version), ", ".join(s.techniques), s.description[:90])
-        out.print(t)
+            line = Text(f"{s.name:<{name_w}}  ", style="bold")
+            line.append(f"{s.status:<10} v{s.version:<3} ", style="green" if s.status == "approved" else "yellow")
+            if wide:
+                line.append(f"{', '.join(s.techniques)[:38]:<40}", style="cyan")
+            line.append(" ".join(s.description.split()))
+            line.truncate(out.width, overflow="ellipsis")
+            out.print(line, no_wrap=True, overflow="ellipsis")
+        out.print(f"[dim]{len(skills)} skills; `skillbase skills show NAME` for one, --json for every field[/dim]")
 
     run(as_json, lambda: _sb(ctx).list_skills(status), render)
 
@@ -696,7 +725,27 @@ def skills_show(ctx: typer.Context, name: str,
 
         run(as_json, lambda: sb.skill_history(name), render_history)
         return
-    run(as_json, lambda: sb.get_skill(name, version), lambda s: out.print(Markdown(sb.skill_markdown(name, version))))
+    run(as_json, lambda: sb.get_skill(name, version), lambda s: _print_skill_md(sb.skill_markdown(name, version)))
+
+
+def _print_skill_md(text: str) -> None:
+    """A SKILL.md: its YAML front matter as YAML (Markdown ran it into one paragraph), its body as Markdown."""
+    head, sep, body = text.removeprefix("---\n").partition("\n---\n") if text.startswith("---\n") else ("", "", text)
+    if sep:
+        import yaml
+
+        class Dumper(yaml.SafeDumper):  # lists of words on one line, lists of sentences one item a line
+            def represent_list(self, data):
+                short = all(isinstance(v, (str, int, float)) and len(str(v)) < 40 for v in data)
+                return self.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=short)
+
+        Dumper.add_representer(list, Dumper.represent_list)
+        # folded again at this terminal's width, so a long description does not break mid-line
+        head = yaml.dump(yaml.safe_load(head), Dumper=Dumper, sort_keys=False, allow_unicode=True,
+                         width=max(40, out.width - 20))
+        out.print(Syntax(head.rstrip(), "yaml", theme="ansi_dark", word_wrap=True, background_color="default"))
+        out.rule(style="dim")
+    out.print(Markdown(body if sep else text))
 
 
 @skills_app.command("add")

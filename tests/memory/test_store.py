@@ -898,13 +898,15 @@ def test_a_record_chromas_search_does_not_reach_is_answered_from_the_mirror(open
     def write(text):
         exp = lesson(text)
         hidden.add(exp.id)  # no search reaches it, from its first write on
-        with caplog.at_level("WARNING", logger="skillbase.memory"):
+        with caplog.at_level("DEBUG", logger="skillbase.memory"):
             out = store.record_experience(exp)
             store._sync_index()  # the index catches up: the write, and its check
         return out
 
     exp = write("Vectorize the loads four floats at a time on the row kernel")
     assert "does not reach 1 record(s) of experiences" in caplog.text
+    # handled by the mirror, so a debug line only: a newcomer read the warning as corruption
+    assert all(r.levelname == "DEBUG" for r in caplog.records if "does not reach" in r.getMessage())
     # On a chroma server it was written again twice first; embedded, writing again did not help.
     assert calls == ([("delete", [exp.id])] * 2 if store.vectors.mode == "server" else []), calls
     assert store.stats().index_unreached == {"experiences": 1}
@@ -1041,7 +1043,7 @@ def test_a_record_the_chroma_server_leaves_out_of_its_search_is_written_again(
     store.vectors._cols["experiences"] = FoundOnceWrittenAgain(store.vectors._cols["experiences"], hidden, calls)
     exp = lesson("Vectorize the loads four floats at a time on the row kernel")
     hidden.add(exp.id)
-    with caplog.at_level("WARNING", logger="skillbase.memory"):
+    with caplog.at_level("DEBUG", logger="skillbase.memory"):
         store.record_experience(exp)
         store._sync_index()  # the index catches up: the write, and its check
     assert calls == [("delete", [exp.id])], calls
@@ -1054,7 +1056,7 @@ def test_records_of_one_text_stored_again_and_again_are_not_taken_for_unreached(
     # Records whose documents are the same text have the same vector: a record's four nearest may be
     # four of its twins at distance 0, which is not chroma leaving it out.
     store = open_store(make_settings())
-    with caplog.at_level("WARNING", logger="skillbase.memory"):
+    with caplog.at_level("DEBUG", logger="skillbase.memory"):
         for _ in range(8):
             store.record_experience(lesson("Stage the tile through shared memory with cp.async"))
         store._sync_index()  # one batch: each record's four nearest are four of the eight

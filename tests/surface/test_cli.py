@@ -108,6 +108,7 @@ def test_tools_doc_table_is_generated_from_the_catalog():
     assert table.group(1).strip() == markdown_reference().strip(), "run `skillbase tools --markdown` into docs/tools.md"
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_demo_drives_a_whole_session_over_stdio(cli, fresh_home):
     result = cli("demo", "--json", home=fresh_home)
@@ -201,3 +202,37 @@ def test_a_task_the_store_holds_loads_by_the_name_the_other_tools_print(module_h
         assert "records only" in view.summary.note and view.reference_source == ""
         with pytest.raises(NotFound, match="here or in the store"):
             call(sb, "load_task", {"task": "no_such_task_anywhere"}, agent="test")
+
+
+def test_skills_list_at_80_columns_is_one_line_a_skill_with_names_whole(cli, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    skills = json.loads(cli("skills", "list", "--json").stdout)
+    lines = cli("skills", "list").stdout.splitlines()
+    assert len(lines) == len(skills) + 1  # and a closing count line
+    for skill, line in zip(sorted(skills, key=lambda s: s["name"]), sorted(lines[:-1])):
+        assert line.startswith(skill["name"] + " ") and len(line) <= 80 and f"v{skill['version']}" in line
+
+
+def test_skills_show_prints_the_front_matter_as_yaml_lines(cli, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    shown = cli("skills", "show", "coalesced-memory-access").stdout.splitlines()
+    keys = [line.split(":")[0] for line in shown if line[:1].isalpha() and ":" in line]
+    assert keys[:2] == ["name", "description"] and "techniques" in keys  # one key a line, not one paragraph
+    assert all(len(line) <= 80 for line in shown)
+
+
+def test_bench_on_the_cpu_says_not_timed_once(cli):
+    got = cli("bench", "relu", "optimized", "--device", "cpu", "--no-record")
+    assert got.exit_code == 0, got.stderr
+    assert " ".join(got.stdout.split()).count("not timed") == 1, got.stdout
+
+
+def test_the_model_preparation_line_reaches_stderr(cli):
+    import logging
+
+    from skillbase.cli import _PreparingLine, _show_model_preparation
+
+    _show_model_preparation()
+    _show_model_preparation()  # once, however often the CLI starts in one process
+    logger = logging.getLogger("skillbase.memory.onnx_encoder.prepare")
+    assert sum(isinstance(h, _PreparingLine) for h in logger.handlers) == 1 and logger.isEnabledFor(logging.INFO)
