@@ -361,7 +361,10 @@ def record(args) -> int:
         (rec / "sources" / f"{h}.py").write_text(source)
         rows.append(attempt_row(w, args.round, report, att.id, meta, h))
     _append_jsonl(rec / "attempts.jsonl", rows)
-    calls = _round_calls(root, args.round)
+    # A round may be timed in parts (a device call can take only some problems): each part appends the
+    # calls of the workspaces it recorded, so no call is appended twice.
+    recorded = {r["workspace"] for r in rows}
+    calls = [c for c in _round_calls(root, args.round) if c["workspace"] in recorded]
     _append_jsonl(rec / "calls.jsonl", calls)
     print(f"round {args.round}: {len(rows)} recorded, {len(calls)} ./sb calls"
           + (f"; {len(lacking)} without a GPU result yet: {' '.join(lacking)}" if lacking else ""))
