@@ -125,17 +125,34 @@ def plain_model(model_dir: Path) -> tuple[bool, str]:
 
 
 def model_key(model_dir: Path) -> str:
-    """The export's name: the model's files (name, size, modification time) and torch's version."""
+    """The export's name: the model's files by content, and torch's version (the exporter).
+
+    By content, not by path or modification time, so that every virtual environment of a user
+    shares one export of the same model (each venv's copy of the files has its own path and
+    times; keyed by those, a newcomer's run made four 583 MB exports). Files up to 4 MiB are
+    hashed whole; larger ones (the weights) by size and their first and last MiB, which tell
+    releases apart without reading 90 MB on every start."""
     try:
         torch_version = metadata.version("torch")
     except metadata.PackageNotFoundError:  # a torch installed without package metadata
         torch_version = "unknown"
-    h = hashlib.sha256(f"opset{OPSET}\x00{torch_version}\x00{model_dir.resolve()}\x00".encode())
+    h = hashlib.sha256(f"opset{OPSET}\x00{torch_version}\x00".encode())
     for p in sorted(model_dir.rglob("*")):
-        if p.is_file():
-            st = p.stat()
-            h.update(f"{p.relative_to(model_dir)}\x00{st.st_size}\x00{st.st_mtime_ns}\x00".encode())
+        if not p.is_file() or ".cache" in p.relative_to(model_dir).parts:
+            continue
+        size = p.stat().st_size
+        h.update(f"{p.relative_to(model_dir).as_posix()}\x00{size}\x00".encode())
+        with p.open("rb") as f:
+            if size <= _WHOLE:
+                h.update(f.read())
+            else:
+                h.update(f.read(_EDGE))
+                f.seek(size - _EDGE)
+                h.update(f.read(_EDGE))
     return h.hexdigest()[:24]
+
+
+_WHOLE, _EDGE = 4 << 20, 1 << 20
 
 
 class OnnxEncoder:

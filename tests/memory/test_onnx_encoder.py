@@ -262,3 +262,22 @@ def test_the_runtime_threads_sleep_between_calls_and_their_count_is_a_setting(mo
         assert store.embedder._m.threads == 3
     finally:
         store.close()
+
+
+def test_the_export_is_named_by_the_models_content_not_its_path(tmp_path):
+    # Every virtual environment of a user holds its own copy of the model (another path, other times):
+    # one export serves them all; a changed file is another model.
+    a = tmp_path / "venv-a" / "model"
+    a.mkdir(parents=True)
+    (a / "config.json").write_text('{"hidden_size": 384}')
+    (a / "model.safetensors").write_bytes(bytes(range(256)) * (5 << 12))  # past the whole-file limit
+    b = tmp_path / "venv-b" / "model"
+    shutil.copytree(a, b, copy_function=shutil.copy)  # new times, new path
+    os.utime(b / "config.json", (1, 1))
+    assert model_key(a) == model_key(b)
+    weights = bytearray((b / "model.safetensors").read_bytes())
+    weights[-1] ^= 1
+    (b / "model.safetensors").write_bytes(bytes(weights))
+    assert model_key(a) != model_key(b)
+    (a / "config.json").write_text('{"hidden_size": 768}')
+    assert model_key(a) != model_key(b)
