@@ -1,10 +1,12 @@
 """Shared fixtures. Every test that needs a store builds a fresh one in tmp_path."""
 
+import atexit
 import os
 import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -17,6 +19,21 @@ CHROMA_BIN = Path(sys.executable).parent / "chroma"
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+
+# Tests write only inside temporary directories: a test that reaches for the default store (no --home,
+# no SKILLBASE_HOME of its own) gets a throwaway one, never the user's ~/.skillbase; the session fails
+# if ~/.skillbase appears anyway (see pytest_sessionfinish).
+_USER_STORE = Path.home() / ".skillbase"
+_USER_STORE_BEFORE = _USER_STORE.exists()
+if "SKILLBASE_HOME" not in os.environ:
+    os.environ["SKILLBASE_HOME"] = tempfile.mkdtemp(prefix="skillbase-test-home-")
+    atexit.register(shutil.rmtree, os.environ["SKILLBASE_HOME"], True)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if not _USER_STORE_BEFORE and _USER_STORE.exists():
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        print(f"\na test wrote the user's store {_USER_STORE}: tests write only inside temporary directories")
 
 
 def _has_cuda() -> bool:
