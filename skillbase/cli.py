@@ -439,8 +439,11 @@ def render_bench(result) -> int | None:
         t = r.timing
         out.print(f"  median {_ms(t.median_ms)} (IQR {_ms(t.q1_ms)}-{_ms(t.q3_ms)}, n={t.n}; {t.method})")
         out.print(f"  {_x(r.speedup_vs_eager)} vs eager, {_x(r.speedup_vs_compile)} vs torch.compile"
+                  + (f", {_x(r.speedup_vs_max_autotune)} vs max-autotune" if r.speedup_vs_max_autotune else "")
                   + (f"; {r.roofline.pct_sol:.0f}% of the floor, {r.roofline.bound}-bound"
                      if r.roofline and r.roofline.pct_sol is not None else ""))
+        if r.precision:
+            out.print(f"  [dim]precision: {r.precision}[/dim]")
     elif r.timing_unavailable and "not timed" not in r.message:  # said once, in the message or here
         out.print(f"  [yellow]not timed[/]: {r.timing_unavailable.removeprefix('not timed: ')}")
     for n in r.notes:

@@ -60,6 +60,10 @@ class Settings(BaseModel):
     max_source_bytes: int = Field(256_000, description="largest task or solution source accepted")
     compile_timeout_s: float = Field(180.0, description="wall-clock limit for one compile")
     eval_timeout_s: float = Field(600.0, description="wall-clock limit for one evaluation in a worker")
+    baseline_compile_s: float = Field(
+        120.0, ge=0, description="most seconds the max-autotune baseline may spend compiling and autotuning; "
+                                 "past it that baseline is reported unavailable and not tried again for the task "
+                                 "(SKILLBASE_BASELINE_COMPILE_S; 0: no bound)")
     worker_memory_mb: int = Field(24_000, description="address-space limit for CPU workers, MiB")
     cpu_shape_mb: int = Field(64, ge=1, description="on the CPU, tasks without META['small'] are shrunk until one "
                                                     "forward moves at most this many MiB (SKILLBASE_CPU_SHAPE_MB)")
@@ -102,6 +106,7 @@ class Settings(BaseModel):
             ("max_source_bytes", "SKILLBASE_MAX_SOURCE_BYTES", int),
             ("compile_timeout_s", "SKILLBASE_COMPILE_TIMEOUT_S", float),
             ("eval_timeout_s", "SKILLBASE_EVAL_TIMEOUT_S", float),
+            ("baseline_compile_s", "SKILLBASE_BASELINE_COMPILE_S", float),
             ("cpu_shape_mb", "SKILLBASE_CPU_SHAPE_MB", int),
             ("agent_model", "SKILLBASE_AGENT_MODEL", str),
             ("sandbox", "SKILLBASE_SANDBOX", str),

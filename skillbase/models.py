@@ -424,9 +424,13 @@ class BenchReport(Record):
                                           "kernels compile and autotune), 'trials', "
                                           "'inputs_rewritten', 'wider_inputs', 'checks_and_extra_shapes', "
                                           "'profiled_checks', 'timing'")
-    baselines: dict[str, TimingStats] = Field(default_factory=dict, description="'eager', 'torch_compile'")
+    baselines: dict[str, TimingStats] = Field(
+        default_factory=dict, description="'eager', 'torch_compile' (default mode), 'torch_compile_max_autotune'")
     speedup_vs_eager: float | None = None
-    speedup_vs_compile: float | None = None
+    speedup_vs_compile: float | None = Field(None, description="over torch.compile's default mode")
+    speedup_vs_max_autotune: float | None = Field(None, description="over torch.compile(mode='max-autotune')")
+    precision: str | None = Field(None, description="the float32 policy the verdict and timings ran under: "
+                                                    "'exact fp32' (TF32 off, as PyTorch defaults) or 'TF32 allowed'")
     roofline: Roofline | None = None
     custom_kernels: list[str] = Field(default_factory=list, description="kernels the candidate launched")
     error: ErrorInfo | None = None

@@ -24,7 +24,8 @@ from collections import Counter
 from typing import Iterable
 
 P_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0)
-BASELINES = {"eager": "speedup_vs_eager", "torch_compile": "speedup_vs_compile"}
+BASELINES = {"eager": "speedup_vs_eager", "torch_compile": "speedup_vs_compile",
+             "torch_compile_max_autotune": "speedup_vs_max_autotune"}
 FAILING = ("rejected", "incorrect")
 
 

@@ -36,6 +36,8 @@ def row_of(item: Item, report: BenchReport, run_dir: Path, attempt_id: str | Non
         "host_ms_per_call": report.host_ms_per_call.get("candidate"),
         "eager_ms": base.get("eager"), "compile_ms": base.get("torch_compile"),
         "speedup_vs_eager": report.speedup_vs_eager, "speedup_vs_compile": report.speedup_vs_compile,
+        "max_autotune_ms": base.get("torch_compile_max_autotune"),
+        "speedup_vs_max_autotune": report.speedup_vs_max_autotune,
         "pct_sol": report.roofline.pct_sol if report.roofline else None,
         "hardware": report.hardware.name, "device": report.device, "wall_s": round(report.wall_s, 3),
         "eval_s": (report.phases_s or {}).get("total"),

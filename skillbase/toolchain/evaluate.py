@@ -511,6 +511,7 @@ class Evaluation:
         except TaskError as e:
             raise Stop("invalid", f"task problem: {e.message}")
         result = self.result
+        result["precision"] = precision_policy(torch, self.env.kind)
         self.warm_reference(tm)
         self.phase("reference")
         if self.env.kind == "cuda" and self.req.get("timing") and self.req.get("baselines"):
@@ -708,15 +709,25 @@ class Evaluation:
         sets = self.input_sets(tm, probe)
         del probe
         flush = timing.flush_buffer(clock, self.dev, self.env.l2_bytes)
+        compile_s = float(self.req.get("baseline_compile_s") or 0)
         for name in self.req["baselines"]:
             self.progress(0.03, f"timing the {name} baseline")
             try:
                 with torch.no_grad():
-                    fn = ref_model if name == "eager" else torch.compile(ref_model)
+                    fn = _baseline_fn(torch, name, ref_model)
+                    if name == "torch_compile_max_autotune":  # compiles (and autotunes) in its first call:
+                        # bounded, so that a suite does not stall on it (the default mode is left unbounded)
+                        with _deadline(compile_s, f"its compile passed {compile_s:.0f} s"):
+                            fn(*sets[0])
+                            self.sync()
                     samples, method = timing.measure(lambda k: fn(*sets[k]), len(sets), clock, flush, self.plan())
                     host = timing.host_per_call(lambda k: fn(*sets[k]), len(sets), clock)
                 out["baselines"][name] = timing.summarize(samples, method, len(sets)).model_dump()
                 out["baseline_host_ms"][name] = host
+            except BaselineTimeout as e:  # kept (cached) as unavailable: the next evaluation does not wait again
+                out["baseline_notes"][name] = f"not measured: {e}"
+                out.setdefault("baseline_unavailable", {})[name] = str(e)
+                torch._dynamo.reset()
             except Exception as e:  # a baseline that cannot run is reported, not fatal
                 out["baseline_notes"][name] = f"{type(e).__name__}: {str(e)[:300]}"
         del flush, sets, ref_model
@@ -748,6 +759,63 @@ class Evaluation:
             if not c.ok:
                 self.book.failed("fresh_result_each_call",
                                  f"after timing, an in-place rewrite of the inputs was not followed: {c.problem}")
+
+
+def precision_policy(torch, kind: str) -> str:
+    """The float32 policy the reference, the baselines and the candidate run under, in words."""
+    if kind != "cuda":
+        return "exact fp32 (CPU)"
+    b = torch.backends
+    matmul = b.cuda.matmul.allow_tf32 or torch.get_float32_matmul_precision() != "highest"
+    parts = ["fp32 matmuls " + ("may use TF32" if matmul else "exact (TF32 off)"),
+             "cuDNN convolutions " + ("may use TF32" if b.cudnn.allow_tf32 else "exact (TF32 off)")]
+    return "; ".join(parts) + " (PyTorch's defaults unless the task sets them)"
+
+
+class BaselineTimeout(Exception):
+    """A compiled baseline's compile ran past its bound."""
+
+
+def _baseline_fn(torch, name: str, ref_model):
+    """The reference as one baseline runs it: eager, torch.compile's default mode, or its max-autotune
+    mode (Triton templates and autotuned GEMMs/convolutions: the strongest stock compiler baseline)."""
+    if name == "eager":
+        return ref_model
+    if name == "torch_compile":
+        return torch.compile(ref_model)
+    if name == "torch_compile_max_autotune":
+        return torch.compile(ref_model, mode="max-autotune")
+    raise ValueError(f"unknown baseline {name!r}")
+
+
+class _deadline:
+    """Raise BaselineTimeout in this (main) thread after ``seconds`` (0: no bound). SIGALRM interrupts
+    the compile between Python bytecodes; inductor's compile workers are ended with the worker."""
+
+    def __init__(self, seconds: float, message: str):
+        self.seconds, self.message = seconds, message
+
+    def __enter__(self):
+        import signal
+
+        if self.seconds <= 0 or threading.current_thread() is not threading.main_thread():
+            self.old = None
+            return self
+
+        def fire(signum, frame):
+            raise BaselineTimeout(self.message)
+
+        self.old = signal.signal(signal.SIGALRM, fire)
+        signal.setitimer(signal.ITIMER_REAL, self.seconds)
+        return self
+
+    def __exit__(self, *exc):
+        import signal
+
+        if self.old is not None:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, self.old)
+        return False
 
 
 def share_weights(torch, ref, new) -> bool:

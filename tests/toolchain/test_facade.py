@@ -19,6 +19,7 @@ def test_cpu_verification_reports_every_check_and_no_timing(toolchain, relu_task
     assert skipped == {"no_side_stream_escape", "physically_possible"}
     assert r.custom_kernels == ["relu_kernel"]
     assert "under the Triton interpreter" in r.message and "µs" not in r.message
+    assert r.precision == "exact fp32 (CPU)"
     # Where the evaluation's time went, phase by phase, and the phases within the whole.
     phases = r.phases_s
     assert {"reference", "load_and_build", "first_trial", "trials", "inputs_rewritten", "wider_inputs",
@@ -103,3 +104,36 @@ def test_reference_weights_are_shared_when_names_and_shapes_match(toolchain):
     r = toolchain.benchmark(task, toolchain.resolve_solution(task, str(FIXTURES / "scale_triton.py")), "cpu",
                             use_cache=False)
     assert r.verdict == "correct", r.message
+
+
+def test_a_compiled_baseline_past_its_bound_is_cut_short_and_not_tried_again(toolchain):
+    import time
+
+    import pytest
+
+    from skillbase.toolchain.evaluate import BaselineTimeout, _baseline_fn, _deadline
+
+    start = time.perf_counter()
+    with pytest.raises(BaselineTimeout, match="passed 0 s"):
+        with _deadline(0.2, "its compile passed 0 s"):
+            time.sleep(5)  # a compile that would stall a suite
+    assert time.perf_counter() - start < 2
+    with _deadline(0, "no bound"):
+        time.sleep(0.01)
+    with pytest.raises(ValueError, match="unknown baseline"):
+        _baseline_fn(None, "nope", None)
+    # The facade keeps the bound's verdict: the next candidate of the task does not wait for it again.
+    keys = {"torch_compile_max_autotune": "k-max-autotune-test", "eager": "k-eager-test"}
+    stats = {"median_ms": 1.0, "q1_ms": 0.9, "q3_ms": 1.1, "min_ms": 0.8, "max_ms": 1.3, "mean_ms": 1.0, "cv": 0.1,
+             "ci_rel": 0.01, "n": 30,
+             "method": "test"}
+    first, _ = toolchain._baselines({"baselines": {"eager": stats},
+                                     "baseline_unavailable": {"torch_compile_max_autotune": "its compile passed 1 s"}},
+                                    {}, keys)
+    assert set(first) == {"eager"}
+    cached = {name: toolchain.baseline_cache.get(key) for name, key in keys.items()}
+    assert cached["torch_compile_max_autotune"] == {"unavailable": "its compile passed 1 s"}
+    later: dict = {}
+    again, _ = toolchain._baselines(later, cached, keys)
+    assert set(again) == {"eager"}
+    assert later["baseline_notes"] == {"torch_compile_max_autotune": "not measured: its compile passed 1 s"}
