@@ -1,4 +1,4 @@
-"""Which chroma calls stop every other thread of the process (issue 21).
+"""Which chroma calls stop every other thread of the process (the many-clients load bar).
 
 An embedded chroma client runs in the server's process. A call that keeps the interpreter
 lock while its native code works stops every other thread (tool calls, the event loop) for

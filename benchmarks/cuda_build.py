@@ -1,4 +1,4 @@
-"""Cold and cached CUDA C++ builds on a GPU (issue 18 part 3): does a second process start timing fast?
+"""Cold and cached CUDA C++ builds on a GPU: does a second process start timing fast?
 
 A CUDA C++ candidate (load_inline) is evaluated in three fresh processes sharing one store:
 1. cold: a source no process has built (a nonce comment makes it new), so the extension is compiled;

@@ -13,7 +13,7 @@
 # a second process (cuda_build.json). tune: the memory-bound sweep. DIAG: specs for diag. TASKS: built-in task names
 # (default: all). NCU: TASK/SOLUTION specs to compare with Nsight Compute. DB_WARMUP: do_bench's warm-up in ms
 # for bench's comparison (default 25, do_bench's own).
-# Suite parts (issue 15; KB=path of a KernelBench checkout for the kb ones, RUNS=where run
+# Suite parts (KB=path of a KernelBench checkout for the kb ones, RUNS=where run
 # directories live, default .gpu-runs; each part resumes where an earlier call stopped):
 #   suite_kb     100 level-1 candidates (campaign / honest / KernelBench's reference as ModelNew) through
 #                `python -m skillbase.suite run`, starting no candidate after SUITE_LIMIT s (default 480)
@@ -23,18 +23,18 @@
 #   campaign     the KernelBench campaign's manifests (benchmarks/campaign) on this GPU, no recording:
 #                $OUT/campaign.json, campaign_report.md, gpu_state.tgz (carry it back as .carry/gpu_state.tgz).
 #   suite_pair   the same 100 candidates on one GPU and on all, each fresh and compiled cold, imports warmed first
-#                (issue 15's two-GPU bar; PAIR_ORDER="2 1" runs the other order): suite_pair_{N}gpu.json.
-#   suite_scale  12 distinct candidates, cold and warm, on 2 GPUs and on 1 (issue 18 part 4): suite_scale.json.
+#                (the two-GPU bar; PAIR_ORDER="2 1" runs the other order): suite_pair_{N}gpu.json.
+#   suite_scale  12 distinct candidates, cold and warm, on 2 GPUs and on 1: suite_scale.json.
 #                SCALE_HOME=DIR keeps the last run's store there; the Ray parts then start from it (warm).
 #   kb_agree     our verdicts against KernelBench's eval_kernel_against_ref on the honest kernels and
 #                three honest-but-wrong mutants: kb_agree.json.
 #   kb_adv       KernelBench's own adversarial kernels through the suite: kb_adv.json (KB_EVAL=1: theirs too).
-# Ray parts (issue 19; need Ray: see ensure_ray below):
+# Ray parts (need Ray: see ensure_ray below):
 #   ray_smoke    one GPU: a few built-in tasks by the local pool, by one Ray actor, by the local pool again:
 #                same verdicts, medians within 2% (ray_smoke.json).
 #   ray_scale    all GPUs: 12 distinct candidates, warm, local pool and Ray on 1 GPU and on all; Ray on all
 #                over Ray on 1 (bar 1.8x on 2 GPUs), verdicts and medians against the local pool (ray_scale.json).
-#   profile      (issue 17) Nsight Compute on every built-in solution and the flawed kernels of
+#   profile      Nsight Compute on every built-in solution and the flawed kernels of
 #                benchmarks/profile_flawed, one at a time, starting none after PROFILE_LIMIT s (default 390; the part stays under 8 min):
 #                $OUT/profiles.json, profile_csv/ (raw CSVs: parser fixtures), profile.log. PROFILE_PREVIOUS=an
 #                earlier call's profiles.json: its profiled jobs are kept, the rest run. Then, on the CPU:
@@ -183,7 +183,7 @@ for part in $PARTS; do
       tar czf "$OUT/ablation_run.tgz" -C "$(dirname "$RUN")" "$(basename "$RUN")/.skillbase"
       save_state ;;
     campaign)
-      # The KernelBench campaign (issue 16): every benchmarks/campaign/manifest_*.json merged into one
+      # The KernelBench campaign: every benchmarks/campaign/manifest_*.json merged into one
       # manifest, evaluated here without recording (`skillbase suite record` stores the run where the
       # store is); starts no candidate after SUITE_LIMIT s, so call again (with the state) to go on.
       if [ -z "${KB:-}" ] || [ ! -d "$KB" ]; then echo "campaign needs KB=<a KernelBench checkout>" >&2; status=2; continue; fi
@@ -197,7 +197,7 @@ for part in $PARTS; do
       tail -n 80 "$OUT/campaign_report.md" 2>/dev/null
       save_state ;;
     suite_pair)
-      # Issue 15's two-GPU bar: the whole level-1 run on one GPU and on all of them, each fresh (results
+      # The two-GPU bar: the whole level-1 run on one GPU and on all of them, each fresh (results
       # cleared, Triton's cache removed: every candidate compiles cold), imports warmed first so that
       # neither pays the machine's cold page cache; PAIR_ORDER (default "1 N") sets which goes first.
       if [ -z "${KB:-}" ] || [ ! -d "$KB" ]; then echo "$part needs KB=<a KernelBench checkout>" >&2; status=2; continue; fi
@@ -238,7 +238,7 @@ PYEOF
         2>&1 | tee "$OUT/profile.log" | tail -50
       [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
     mcp_load)
-      # Issue 21 on this host's many cores (no GPU used): the load benchmark, 16 clients x 150 calls, against
+      # The many-clients load bar on this host's many cores (no GPU used): the load benchmark, 16 clients x 150 calls, against
       # one server and `serve --workers N`, then 64 clients. The embedding model travels in two calls before
       # this one (`python benchmarks/carry_model.py pack` here: .carry/model1, then .carry/model2; ignored
       # folders stay while the machine is warm), the server's wheels in .whl with this call. LOAD_RUNS:
@@ -254,7 +254,7 @@ PYEOF
       # A spec's suffixes: @tN runs the embedding model on N threads (SKILLBASE_EMBEDDING_THREADS); @spin lets
       # ONNX Runtime's threads spin as they did before 2026-11-29 (a sitecustomize that flips the default);
       # @lockread: searches take the index lock after another process's write, as before 2026-11-29;
-      # @dirtylock: they wait for it during another process's write in progress, as before the twelfth round;
+      # @dirtylock: they wait for it during another process's write in progress, as they did before;
       # @phases: each recall's time by step (benchmarks/phases, summed by benchmarks/recall_phases.py);
       # @sparse: the collections made with chroma's default graph (16 links, 100 candidates). The
       # suffixes that put a sitecustomize on PYTHONPATH (spin, lockread, dirtylock, sparse, streamall, phases) do not combine.
@@ -333,7 +333,7 @@ PY
       done
       tar czf "$OUT/mcp_load.tgz" -C "$OUT/load" . && rm -rf "$OUT/load" ;;
     embed_threads)
-      # The int8 model's threads, spinning or not (issue 21 on many cores); the model as for mcp_load.
+      # The int8 model's threads, spinning or not (on many cores); the model as for mcp_load.
       if [ -z "${SKILLBASE_EMBEDDING_MODEL-}" ]; then
         $PY benchmarks/carry_model.py unpack --src "${MODEL_SRC:-.carry}" --dest /tmp/skillbase-model > /dev/null \
           || { status=2; continue; }
@@ -342,8 +342,8 @@ PY
       $PY benchmarks/embed_threads.py --threads "${EMBED_THREADS:-1,2,4}" --out "$OUT/embed_threads.json" 2>&1 | tail -14
       [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
     import_gpu_memory)
-      # The GPU memory a process holds after importing bm25s, and after using the lexical index (issue 21,
-      # twelfth round: bm25s's import started JAX on the GPU where JAX is installed).
+      # The GPU memory a process holds after importing bm25s, and after using the lexical index
+      # (bm25s's import once started JAX on the GPU where JAX is installed).
       $PY benchmarks/import_gpu_memory.py 2>&1 | tee "$OUT/import_gpu_memory.txt"
       [ "${PIPESTATUS[0]}" = 0 ] || status=1 ;;
     *) echo "unknown part: $part" >&2; status=2 ;;

@@ -1,7 +1,7 @@
 """MCP load: many agents calling one `skillbase serve --transport http` at once.
 
     nice -n 10 python benchmarks/mcp_load.py                                 # 1, 4, 16, 64 clients, memory mix
-    nice -n 10 python benchmarks/mcp_load.py --clients 16 --calls 100 --mix bench     # issue 19's load bar
+    nice -n 10 python benchmarks/mcp_load.py --clients 16 --calls 100 --mix bench     # the load bar
     nice -n 10 python benchmarks/mcp_load.py --clients 16 --chroma server             # chroma in server mode
     python benchmarks/mcp_load.py --home /path/to/store --clients 1 --calls 60        # a copy of a big store
     python benchmarks/mcp_load.py --clients 16 --profile /tmp/prof                    # py-spy the server

@@ -1,4 +1,4 @@
-"""Profiles of every built-in solution and every deliberately flawed kernel (issue 17).
+"""Profiles of every built-in solution and every deliberately flawed kernel.
 
 Two steps, because the GPU machines lack chromadb:
 

@@ -1,4 +1,4 @@
-"""Ray as the evaluation back end against the local pool (issue 19's GPU bars).
+"""Ray as the evaluation back end against the local pool (its GPU bars).
 
 ``smoke`` (one GPU): the ``optimized`` solution of a few built-in tasks evaluated by the local pool,
 then by one Ray actor on a local Ray cluster, then by the local pool again (the run-to-run spread to

@@ -1,4 +1,4 @@
-"""Suite throughput and multi-GPU balance (GPU): the figures of issue 15's and issue 18 part 4's bars.
+"""Suite throughput and multi-GPU balance (GPU): the figures of the suite's throughput and balance bars.
 
 ``scale``: 12 distinct candidates (the ``optimized`` solution of 12 built-in tasks) evaluated by
 ``Toolchain.benchmark_many`` on 2 GPUs and on 1, each first cold (a fresh store: no peaks, baselines,

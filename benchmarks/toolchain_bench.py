@@ -1,4 +1,4 @@
-"""GPU measurements of the toolchain's bar (issue 2), for a machine with a CUDA GPU.
+"""GPU measurements of the toolchain's bar, for a machine with a CUDA GPU.
 
 For every built-in task and each of its solutions this script
 - verifies and times the solution through ``Toolchain`` on ``cuda`` twice, with the

@@ -767,8 +767,8 @@ class VectorIndex:
         beside queries lost one record in about 70 batches, still lost after reopening). On a server,
         deleting and adding the record again made it found; embedded it did not. A record found when
         written can still lose its way in later, as later writes rewrite the graph's links: each write's
-        ``sweep`` looks for older records again, and ``check_page`` for all of them. Issue 21,
-        docs/performance.md. Without ``report`` nothing is
+        ``sweep`` looks for older records again, and ``check_page`` for all of them (figures on
+        docs/performance.md). Without ``report`` nothing is
         logged (a full check reports its totals instead)."""
         col = self._cols[collection]
         rewrites = 2 if self.mode == "server" else 0

@@ -815,7 +815,7 @@ def test_on_a_chroma_server_a_search_reads_beside_another_processes_write_in_pro
         open_store, tmp_path, chroma_server, monkeypatch):
     # A search that met another process's write in progress (the index dirty under that writer's
     # generation) waited for the index lock behind the writer's whole batch: about one search in twenty
-    # at two server processes, 100-240 ms each (issue 21, twelfth round). It now reads beside the
+    # at two server processes, 100-240 ms each. It now reads beside the
     # write; what the half-written batch put in chroma but not yet in the mirror is not answered, and
     # nothing kept from before a write outlives it. A writer that died mid-write (dirty, lock free)
     # still sends the search the locked way, which checks that the index reads back.

@@ -149,7 +149,7 @@ def test_a_pinned_seq_behind_the_index_neither_refreshes_nor_rebuilds_it(tmp_pat
 def test_a_search_never_waits_for_another_processes_hold_on_the_token_table(tmp_path, embedder):
     """Several server processes over one store find new changes at nearly every search; each took the
     token table's file lock to write them there first, and queued on it (a polled lock): the lexical
-    step was the largest part of recall's slowest 5 % with eight processes (issue 21, twelfth round).
+    step was the largest part of recall's slowest 5 % with eight processes.
     A search now reads the changes from the ledger; the table is written when an index is rebuilt."""
     import threading
 
@@ -178,7 +178,7 @@ def test_a_search_never_waits_for_another_processes_hold_on_the_token_table(tmp_
 def test_bm25s_is_imported_without_starting_jax(tmp_path):
     """Where JAX is installed, importing bm25s ran a JAX operation (its optional top-k backend), which
     starts JAX on the default device: on a GPU machine each server process took most of the GPU's
-    memory, and eight workers ran it out (recalls failed, issue 21, twelfth round). A JAX stand-in on
+    memory, and eight workers ran it out (recalls failed). A JAX stand-in on
     the path records being imported; the lexical index must build and search without it."""
     import subprocess
     import sys

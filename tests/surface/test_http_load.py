@@ -1,4 +1,4 @@
-"""Many MCP clients on one HTTP server at once (issue 21): every call answered, every lesson stored
+"""Many MCP clients on one HTTP server at once: every call answered, every lesson stored
 once, and a lesson recorded by one client is recalled by every client at once, none of them waiting
 for the index. Real SDK clients over a real uvicorn server."""
 

@@ -1,5 +1,5 @@
 """`skillbase serve --transport http --workers N`: several server processes on one port over one store
-(issue 21). A real `skillbase serve` subprocess, a real chroma server, real SDK clients."""
+A real `skillbase serve` subprocess, a real chroma server, real SDK clients."""
 
 from __future__ import annotations
 
