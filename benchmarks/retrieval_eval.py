@@ -5,7 +5,7 @@ against bandit baselines, and recall latency at scale.
     python benchmarks/retrieval_eval.py --out /tmp/retrieval.json   # full run (also writes /tmp/retrieval.md)
 
 Recall: the evaluation store holds the 40 seed skills, the built-in tasks'
-lineages as measured on an H100 (benchmarks/results/h100-2026-11-23: real
+lineages as measured on an H100 (benchmarks/data/h100-2026-11-23: real
 attempts and one measured lesson per step) and the synthetic lesson corpus of
 benchmarks/data/retrieval_experiences.yaml (gains invented, stored as
 'curated'). Each query of benchmarks/data/retrieval_dev.jsonl (task files,
@@ -73,7 +73,7 @@ from skillbase.models import (  # noqa: E402
 )
 
 DATA = ROOT / "benchmarks" / "data"
-H100_DIR = ROOT / "benchmarks" / "results" / "h100-2026-11-23"
+H100_DIR = ROOT / "benchmarks" / "data" / "h100-2026-11-23"
 SEED_TASKS = ROOT / "seeds" / "tasks"
 SEED_SKILLS = ROOT / "seeds" / "skills"
 MODES = ("vector", "lexical", "graph", "gated-vector", "hybrid")

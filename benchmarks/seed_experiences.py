@@ -18,7 +18,7 @@ then the larger gains; at most ``EVIDENCE_PER_SKILL``. Steps that made a kernel
 slower are evidence too: they say where a technique does not pay. A skill whose
 main technique no seeded step used stays without evidence.
 
-    python benchmarks/seed_experiences.py benchmarks/results/h100-2026-11-23/bench_part*.json
+    python benchmarks/seed_experiences.py benchmarks/data/h100-2026-11-23/bench_part*.json
 """
 
 from __future__ import annotations
