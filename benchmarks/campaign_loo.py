@@ -1,6 +1,6 @@
 """Leave one KernelBench campaign problem out: does suggest name the technique of its best step?
 
-    python benchmarks/campaign_loo.py [--campaign seeds/campaign.jsonl] [--samples 200] [--out loo.json]
+    python -m benchmarks.campaign_loo [--campaign seeds/campaign.jsonl] [--samples 200] [--out loo.json]
 
 The store of each query holds what ``skillbase init`` loads (the seed skills, the built-in measured
 experiences, the campaign's tasks, attempts and lessons) minus every trace of the left-out problem:
@@ -46,8 +46,6 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from benchmarks.retrieval_eval import (  # noqa: E402

@@ -22,12 +22,10 @@ import io
 import json
 import lzma
 import os
-import sys
 import tarfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 SMALL = 2_000_000  # the model folder's files up to this size travel (tokenizer, configs); the weights do not
 

@@ -16,13 +16,10 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 LESSON = ("Split-K with a tf32x3 epilogue on the 256x524288x256 GEMM gained x{i} because the square tiles "
           "left most SMs idle; autotuning the split count balanced the grid (lesson {i}, run {r}).")

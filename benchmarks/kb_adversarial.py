@@ -47,8 +47,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path)
     ap.add_argument("--with-kernelbench", action="store_true", help="also ask KernelBench's evaluator")
     args = ap.parse_args(argv)
-    sys.path.insert(0, str(ROOT))
-    sys.path.insert(0, str(ROOT / "benchmarks"))
     from skillbase.suite.discover import kernelbench_task
 
     kernels = args.kernelbench / "src" / "kernelbench" / "unit_tests" / "test_kernels"

@@ -39,8 +39,7 @@ MUTANTS = [
 ]
 
 KB_CHILD = r'''
-import importlib.abc, importlib.machinery, json, sys, tempfile, time, types
-sys.path.insert(0, sys.argv[1])
+import importlib.abc, importlib.machinery, json, sys, tempfile, time, types  # the checkout: on PYTHONPATH
 OPTIONAL = {"openai", "litellm", "dotenv", "tqdm", "requests", "datasets", "together", "anthropic", "google",
             "modal", "toml", "tomli", "pandas", "matplotlib", "seaborn", "einops", "transformers"}
 
@@ -134,7 +133,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per KernelBench evaluation")
     ap.add_argument("--only", nargs="+", metavar="NAME", help="only these candidates (names as printed)")
     args = ap.parse_args(argv)
-    sys.path.insert(0, str(ROOT))
     from skillbase.suite.discover import kernelbench_task
 
     args.run_dir.mkdir(parents=True, exist_ok=True)

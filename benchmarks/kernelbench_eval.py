@@ -1,6 +1,6 @@
 """Task understanding and recall on KernelBench's own problem files.
 
-    python benchmarks/kernelbench_eval.py --kernelbench KB_DIR --out DIR
+    python -m benchmarks.kernelbench_eval --kernelbench KB_DIR --out DIR
 
 KB_DIR is a checkout of ScalingIntelligence/KernelBench, read in place (the
 level1 to level4 folders of its KernelBench folder); no problem file and no
@@ -42,8 +42,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 

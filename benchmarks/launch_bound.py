@@ -19,14 +19,11 @@ import json
 import re
 import shutil
 import statistics
-import sys
 import tempfile
 import threading
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "benchmarks"))
 
 from skillbase.config import Settings  # noqa: E402
 from skillbase.toolchain import Toolchain  # noqa: E402

@@ -32,8 +32,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 FLAWED = ROOT / "benchmarks" / "profile_flawed"
 BUDGET_S = 30.0  # bar: one profile within 30 s at level-1 sizes on an H100

@@ -1,7 +1,7 @@
 """Does a profile make suggest better? The built-in lineages replayed leave-one-task-out
 (benchmarks/retrieval_eval.py's replay), suggest with profile states against the roofline alone.
 
-    .venv/bin/python benchmarks/profile_eval.py --profiles $OUT/profiles.json --out /tmp/profile_eval.json
+    .venv/bin/python -m benchmarks.profile_eval --profiles $OUT/profiles.json --out /tmp/profile_eval.json
 
 For each built-in task whose measured lineage has a step faster than its parent: the store holds
 every other task's H100 lineage and the seed skills (without the evidence measured on the left-out
@@ -26,9 +26,6 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-for p in (ROOT, ROOT / "benchmarks"):
-    if str(p) not in sys.path:
-        sys.path.insert(0, str(p))
 
 ARMS = ("roofline", "profile")
 
@@ -52,7 +49,7 @@ def score(top: list[str], truth: set[str], step_gains: dict[str, float], best_ga
 
 def replay(tasks, attempts, lessons, profiles: dict[tuple[str, str], dict], workdir: Path) -> dict:
     """The leave-one-task-out replay, both arms; ``attempts``/``lessons`` as measured_lineages returns them."""
-    from retrieval_eval import ledger_retriever
+    from benchmarks.retrieval_eval import ledger_retriever
 
     from skillbase.models import ProfileReport
 
@@ -132,7 +129,7 @@ class StateWorld:
     or nothing; a task class mixes states, so the roofline alone sees an average. Invented numbers."""
 
     def __init__(self, retriever, seed: int):
-        from retrieval_eval import _synthetic_task, candidate_techniques
+        from benchmarks.retrieval_eval import _synthetic_task, candidate_techniques
 
         from skillbase.toolchain.diagnose import TECHNIQUES
 
@@ -181,7 +178,7 @@ class ArmPolicy:
 
 def state_world_eval(workdir: Path, worlds: int = 2, history_tasks: int = 8, tests: int = 3, horizon: int = 12) -> dict:
     """Top-1/top-3 of the truly best technique and session regret, both arms, in StateWorld."""
-    from retrieval_eval import POPULAR, SessionContext, _attempt, _synthetic_task, apply_step, ledger_retriever, session
+    from benchmarks.retrieval_eval import POPULAR, SessionContext, _attempt, _synthetic_task, apply_step, ledger_retriever, session
 
     hit = {arm: {"top1": [], "top3": []} for arm in ARMS}
     regret: dict[str, list[float]] = {arm: [] for arm in ARMS}
@@ -243,7 +240,7 @@ def markdown(result: dict) -> str:
 
 
 def main() -> int:
-    from retrieval_eval import load_tasks, measured_lineages
+    from benchmarks.retrieval_eval import load_tasks, measured_lineages
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--profiles", type=Path, help="profiles.json from the GPU suite's profile part")

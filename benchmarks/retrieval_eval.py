@@ -1,8 +1,8 @@
 """Retrieval evaluation: recall against single-retriever baselines, suggest
 against bandit baselines, and recall latency at scale.
 
-    python benchmarks/retrieval_eval.py --quick                 # small run, a few minutes
-    python benchmarks/retrieval_eval.py --out /tmp/retrieval.json   # full run (also writes /tmp/retrieval.md)
+    python -m benchmarks.retrieval_eval --quick                 # small run, a few minutes
+    python -m benchmarks.retrieval_eval --out /tmp/retrieval.json   # full run (also writes /tmp/retrieval.md)
 
 Recall: the evaluation store holds the 40 seed skills, the built-in tasks'
 lineages as measured on an H100 (benchmarks/data/h100-2026-11-23: real
@@ -57,8 +57,6 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
@@ -1100,7 +1098,7 @@ def filtered_search(store, n: int) -> dict:
 
 
 def markdown(r: dict) -> str:
-    lines = [f"Measured {r['when']} on {r['machine']} (CPU only); `python benchmarks/retrieval_eval.py"
+    lines = [f"Measured {r['when']} on {r['machine']} (CPU only); `python -m benchmarks.retrieval_eval"
              f"{' --quick' if r['quick'] else ''}`.", ""]
     rec = r.get("recall")
     if rec:

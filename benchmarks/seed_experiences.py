@@ -33,7 +33,6 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 from skillbase.memory.store import Store  # noqa: E402
 from skillbase.seeds import EXPERIENCES_FILE, SKILLS_DIR, TASKS_DIR  # noqa: E402

@@ -28,7 +28,6 @@ import argparse
 import multiprocessing as mp
 import platform
 import shutil
-import sys
 import tempfile
 import threading
 import time
@@ -37,9 +36,6 @@ from pathlib import Path
 from json_report import write_report  # this folder is the script's first path entry
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 WRITERS = 3
 QUERIES = ["tile the K loop", "unroll twice", "stage the bias in shared memory", "hide the load latency",

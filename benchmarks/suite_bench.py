@@ -40,7 +40,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 from skillbase.config import Settings  # noqa: E402
 from skillbase.toolchain import Toolchain  # noqa: E402

@@ -42,7 +42,6 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 from skillbase.config import Settings  # noqa: E402
 from skillbase.toolchain import Toolchain, static, tasks  # noqa: E402
@@ -201,8 +200,7 @@ def ncu_runner(task, cand, flush: bool, copy_flush: bool = False) -> Path:
     # With the NVTX filter, calls before the profiled ones autotune and compile outside any range.
     warm = "    for _ in range(3):\n        model(*inputs)\n    torch.cuda.synchronize()\n" if copy_flush else ""
     runner.write_text(
-        "import sys, torch\n"
-        f"sys.path.insert(0, {str(REPO)!r})\n"
+        "import torch\n"
         "from pathlib import Path\n"
         "from skillbase.toolchain.tasks import load_task_module, import_module_at\n"
         f"tm = load_task_module(Path({task.path!r}))\n"

@@ -20,7 +20,6 @@ from collections import defaultdict
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
 
 from skillbase.seeds import CAMPAIGN_FILE  # noqa: E402
 

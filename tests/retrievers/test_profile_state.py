@@ -4,22 +4,18 @@ logic on a small synthetic replay (real ledger, graph and retriever; no embeddin
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from skillbase.models import (AppliesWhen, Attempt, Experience, KernelProfile, ProfileReport, Skill,  # noqa: E402
+from skillbase.models import (AppliesWhen, Attempt, Experience, KernelProfile, ProfileReport, Skill,
                               content_hash)
-from skillbase.retrievers.gate import PROFILE_MATCH, gate, metric_condition  # noqa: E402
-from skillbase.retrievers.query import build_query  # noqa: E402
-from skillbase.toolchain import diagnose  # noqa: E402
+from skillbase.retrievers.gate import PROFILE_MATCH, gate, metric_condition
+from skillbase.retrievers.query import build_query
+from skillbase.toolchain import diagnose
 
-import profile_eval  # noqa: E402
-from retrieval_eval import H100, LedgerStore, _synthetic_task  # noqa: E402
+from benchmarks import profile_eval
+from benchmarks.retrieval_eval import H100, LedgerStore, _synthetic_task
 
 
 def profile_of(task: str, **metrics) -> ProfileReport:
