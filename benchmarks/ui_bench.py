@@ -1,7 +1,7 @@
 """Page times of the curation web UI (skillbase.ui) on a large store.
 
-    python benchmarks/ui_bench.py build --home /work/stores/scale-100k     # once: 100k attempts + 20k lessons
-    python benchmarks/ui_bench.py measure --home /work/stores/scale-100k --out benchmarks/results/cpu-2026-11-25/ui_bench.json
+    python -m benchmarks.ui_bench build --home /work/stores/scale-100k     # once: 100k attempts + 20k lessons
+    python -m benchmarks.ui_bench measure --home /work/stores/scale-100k --out benchmarks/results/cpu-2026-11-25/ui_bench.json
 
 build: the seeded store (``SkillBase.init``: techniques, the 40 seed skills, the
 measured seed experiences) plus the memory benchmark's corpus
