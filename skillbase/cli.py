@@ -10,9 +10,12 @@ on stderr, and an exit code that says what kind of failure it was:
 
 from __future__ import annotations
 
+import enum
 import getpass
+import inspect
 import json
 import logging
+import types
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional
@@ -121,6 +124,46 @@ def _author(author: str | None) -> str:
         return getpass.getuser()
     except Exception:  # no user database entry (containers)
         return "curator"
+
+
+_METAVARS = {bool: "", int: "N", float: "X", str: "TEXT", Path: "PATH"}
+
+
+def tidy_metavars(typer_app: typer.Typer) -> None:
+    """Options' help shows TEXT, N, X, PATH (nothing for a flag) instead of typer's `<bool>`, `<str>` and
+    `<list[str]>`: a metavar for every option of every command that names none."""
+    import typing
+
+    apps = [typer_app]
+    while apps:
+        current = apps.pop()
+        apps += [g.typer_instance for g in current.registered_groups]
+        callbacks = [c.callback for c in current.registered_commands]
+        if current.registered_callback is not None:
+            callbacks.append(current.registered_callback.callback)
+        for cb in filter(None, callbacks):
+            defaults = {n: p.default for n, p in inspect.signature(cb).parameters.items()}
+            hints = typing.get_type_hints(cb, include_extras=True)
+            # The annotations are strings (postponed evaluation): evaluated anew at every look, so the
+            # evaluated ones are kept on the function for typer to read, with their metavars set.
+            cb.__annotations__.update(hints)
+            for name, hint in hints.items():
+                infos = [m for m in (*getattr(hint, "__metadata__", ()), defaults.get(name))
+                         if isinstance(m, typer.models.ParameterInfo)]
+                if not infos or infos[0].metavar is not None or not isinstance(infos[0], typer.models.OptionInfo):
+                    continue  # arguments keep typer's display (their name, and the type beside it)
+                kind = typing.get_args(hint)[0] if hasattr(hint, "__metadata__") else hint
+                if typing.get_origin(kind) in (typing.Union, types.UnionType):  # Optional[X]
+                    kind = next(a for a in typing.get_args(kind) if a is not type(None))
+                if typing.get_origin(kind) is list:
+                    element = typing.get_args(kind)[0]
+                    infos[0].metavar = _METAVARS.get(element, "TEXT") or "TEXT"
+                elif kind in _METAVARS:
+                    infos[0].metavar = _METAVARS[kind]
+                elif isinstance(kind, type) and issubclass(kind, enum.Enum):
+                    continue  # typer lists the choices
+                else:
+                    infos[0].metavar = "TEXT"
 
 
 def to_jsonable(value: Any) -> Any:

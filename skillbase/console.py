@@ -12,11 +12,12 @@ import sys
 from collections.abc import Sequence
 
 from skillbase.agent.cli import register_agent_commands
-from skillbase.cli import app
+from skillbase.cli import app, tidy_metavars
 from skillbase.suite.cli import register_suite_commands
 
 register_agent_commands(app)
 register_suite_commands(app)
+tidy_metavars(app)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -236,3 +236,18 @@ def test_the_model_preparation_line_reaches_stderr(cli):
     _show_model_preparation()  # once, however often the CLI starts in one process
     logger = logging.getLogger("skillbase.memory.onnx_encoder.prepare")
     assert sum(isinstance(h, _PreparingLine) for h in logger.handlers) == 1 and logger.isEnabledFor(logging.INFO)
+
+
+def test_options_in_help_name_their_values_not_python_types(monkeypatch):
+    import typer
+
+    monkeypatch.setenv("COLUMNS", "120")
+    group = typer.main.get_command(app)
+    paths = [[name] for name in group.commands]
+    paths += [[name, sub] for name, cmd in group.commands.items() for sub in getattr(cmd, "commands", {})]
+    assert len(paths) > 30
+    for path in paths:
+        text = CliRunner().invoke(app, [*path, "--help"]).stdout
+        options = [line for line in text.splitlines() if re.search(r"│ +(-\w, )?--[\w-]+", line) and "--help" not in line]
+        bad = [line.strip() for line in options if re.search(r"<(bool|str|int|float|path|list\[\w+\])>", line)]
+        assert not bad, (path, bad)
