@@ -43,6 +43,7 @@ TASK_SORTS = {  # sort name -> (row key, descending)
     "eager": ("best_vs_eager", True),
     "compile": ("best_vs_compile", True),
     "sol": ("best_pct_sol", True),
+    "family": ("family", False),
 }
 
 
@@ -112,7 +113,7 @@ class LedgerView:
                 "runs": sorted({run for _, run in keys if run})}
 
     def task_rows(self, *, family: str | None = None, hardware: str | None = None, run: str | None = None,
-                  name: str | None = None, sort: str = "last", offset: int = 0,
+                  name: str | None = None, sort: str = "last", order: str | None = None, offset: int = 0,
                   limit: int = 50) -> tuple[list[dict[str, Any]], int]:
         """One row per task: family, dtype, regime, attempts, best speedup vs eager and vs
         torch.compile and best % of speed of light over its correct attempts (on ``hardware``
@@ -141,8 +142,22 @@ class LedgerView:
             rows.append(row)
         rows.sort(key=lambda r: r["task"])
         key, reverse = TASK_SORTS.get(sort, TASK_SORTS["last"])
-        rows.sort(key=lambda r: (r[key] is not None, r[key] if r[key] is not None else 0), reverse=reverse)
+        if order in ("asc", "desc"):  # a column header clicked again turns its order round
+            reverse = order == "desc"
+        known = [r for r in rows if r[key] is not None]
+        known.sort(key=lambda r: r[key], reverse=reverse)
+        rows = known + [r for r in rows if r[key] is None]  # rows without the figure last, either way
         return rows[offset:offset + limit], len(rows)
+
+    def summary(self, recent: int = 5) -> dict[str, Any]:
+        """The home page's figures: tasks, attempts and correct attempts in the store, and the
+        ``recent`` newest attempts (light columns)."""
+        groups = self._task_groups()
+        attempts = sum(g[0] for per_task in groups.values() for g in per_task.values())
+        correct = sum(g[1] for per_task in groups.values() for g in per_task.values())
+        tasks = self._rows("SELECT COUNT(*) AS n FROM tasks")[0]["n"]
+        rows = self._rows(f"SELECT {_ATTEMPT_COLUMNS} FROM attempts a ORDER BY a.seq DESC LIMIT ?", (recent,))
+        return {"tasks": tasks, "attempts": attempts, "correct": correct, "recent": rows}
 
     def _task_groups(self) -> dict[str, dict[tuple[str | None, str | None], list]]:
         """Per task, per (hardware, run): [attempts, correct, best vs eager, best vs torch.compile,

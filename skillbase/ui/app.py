@@ -35,6 +35,48 @@ log = logging.getLogger("skillbase.ui")
 HERE = Path(__file__).parent
 PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
 STATUS = {Forbidden: 403, InvalidInput: 400, NotFound: 404}
+TITLES = {400: "Not a valid request", 403: "Not allowed", 404: "Not found", 500: "Something went wrong"}
+
+
+def duration(ms: float | None) -> str:
+    """A time in the unit its size calls for: 4.25 µs, 812 µs, 1.234 ms, 28.1 ms."""
+    if ms is None:
+        return "—"
+    if ms < 1:
+        us = ms * 1e3
+        return f"{us:.3g} µs" if us >= 1 else f"{us:.2f} µs"
+    return f"{ms:.4g} ms" if ms < 1000 else f"{ms / 1e3:.3g} s"
+
+
+def number(v: Any) -> str:
+    """A float as people read it (5.96e-08, 0.0123, 1,234.5), never Python's 17 digits."""
+    if v is None:
+        return "—"
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return str(v)
+    if isinstance(v, int):
+        return f"{v:,}"
+    if v == 0:
+        return "0"
+    return f"{v:.3g}" if abs(v) < 1e-3 or abs(v) >= 1e6 else f"{v:,.4g}"
+
+
+def relative(v: float | None) -> str:
+    """A relative spread as a percentage with the digits it needs (±0.04%, ±1.2%)."""
+    if v is None:
+        return "—"
+    pct = v * 100
+    return f"{pct:.2g}%" if pct < 1 else f"{pct:.1f}%"
+
+
+def percent_of_sol(v: float | None) -> Markup:
+    """% of speed of light; above 100% it is marked and says why, on hover."""
+    if v is None:
+        return Markup("—")
+    if v <= 100:
+        return Markup(f"{v:.0f}%")
+    return Markup(f'<span class="over" title="above the measured bandwidth roof: the roof is calibrated below what '
+                  f'this kernel reached on this GPU">{v:.0f}%&thinsp;*</span>')
 # Scripts only from this app (the inline JSON blocks holding figures are data, not scripts);
 # plotly.js sets inline styles on what it draws.
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
@@ -78,7 +120,10 @@ class UI:
         env.filters["markdown"] = lambda text: Markup(_markdown.render(text or ""))
         env.filters["x"] = lambda v: "—" if v is None else f"{v:.2f}x"
         env.filters["pct"] = lambda v: "—" if v is None else f"{v:.0f}%"
-        env.filters["ms"] = lambda v: "—" if v is None else (f"{v:.4f} ms" if v < 0.1 else f"{v:.3f} ms")
+        env.filters["sol"] = percent_of_sol
+        env.filters["ms"] = duration  # every time on every page: µs below a millisecond, ms above
+        env.filters["num"] = number
+        env.filters["rel"] = relative
         env.filters["when"] = lambda v: (v or "")[:19].replace("T", " ")
         env.filters["tojson_figure"] = lambda fig: Markup(json.dumps(fig, separators=(",", ":")).replace(
             "</", "<\\/"))
@@ -102,7 +147,13 @@ class UI:
 
     def error(self, request: Request, e: SkillbaseError) -> Response:
         status = next((code for cls, code in STATUS.items() if isinstance(e, cls)), 500)
-        return self.render(request, "error.html", e.to_dict(), status=status)
+        return self.render(request, "error.html", e.to_dict(), status=status,
+                           extra=lambda: {"title": TITLES.get(status, TITLES[500])})
+
+    async def not_found(self, request: Request, exc: Exception) -> Response:
+        """Any path under the UI that is no page: the site's error page (JSON for JSON clients)."""
+        return self.error(request, NotFound(f"no page at {request.url.path}",
+                                            hint="the tasks list, skills and review queue are linked above"))
 
     def handle(self, fn: Callable[[Request], Response]) -> Callable[[Request], Response]:
         def endpoint(request: Request) -> Response:
@@ -246,4 +297,4 @@ def build_app(sb: SkillBase, *, warm: bool = False) -> Starlette:
         Route("/assets/plotly.min.js", ui.plotly_js, name="plotly"),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
-    return Starlette(routes=routes)
+    return Starlette(routes=routes, exception_handlers={404: ui.not_found})

@@ -48,11 +48,25 @@ def tasks(sb: SkillBase, params: dict[str, str]) -> dict[str, Any]:
     activity; filtered by family, GPU (hardware key), suite run and name, paginated."""
     filters = {k: params.get(k) or None for k in ("family", "gpu", "run", "q")}
     sort = params.get("sort") or "last"
+    order = params.get("order") if params.get("order") in ("asc", "desc") else None
     view = sb.views
     rows, page = paginate(lambda offset, limit: view.task_rows(
         family=filters["family"], hardware=filters["gpu"], run=filters["run"], name=filters["q"], sort=sort,
-        offset=offset, limit=limit), params.get("page"), TASKS_PER_PAGE)
-    return {"tasks": rows, "page": page, "filters": filters, "sort": sort, "facets": view.facets()}
+        order=order, offset=offset, limit=limit), params.get("page"), TASKS_PER_PAGE)
+    return {"tasks": rows, "page": page, "filters": filters, "sort": sort, "order": order, "facets": view.facets(),
+            "summary": summary(sb)}
+
+
+def summary(sb: SkillBase) -> dict[str, Any]:
+    """What the store holds at a glance: counts, the best speedups, the newest attempts, and the
+    drafts waiting for a curator."""
+    view = sb.views
+    figures = view.summary(recent=5)
+    best, _ = view.task_rows(sort="eager", limit=3)
+    skills = sb.list_skills()
+    return {**figures, "best": [r for r in best if r["best_vs_eager"] is not None],
+            "approved": sum(1 for s in skills if s.status == "approved"),
+            "drafts": sum(1 for s in skills if s.status == "draft")}
 
 
 def task(sb: SkillBase, name: str, params: dict[str, str]) -> dict[str, Any]:
@@ -132,8 +146,12 @@ def skills(sb: SkillBase, params: dict[str, str]) -> dict[str, Any]:
         raise InvalidInput(f"unknown status {status!r}", hint="draft, approved or deprecated")
     rows = []
     for s in sorted(sb.list_skills(status), key=lambda s: s.name):
+        gains = _gains(s)
         rows.append({"name": s.name, "description": s.description, "status": s.status, "version": s.version,
-                     "techniques": s.techniques, "source": s.provenance.source, **_gains(s)})
+                     "techniques": s.techniques, "source": s.provenance.source, **gains,
+                     # approved on evidence that measured a slowdown: a curator should look again
+                     "below_1x": s.status == "approved" and gains["geomean_gain"] is not None
+                     and gains["geomean_gain"] < 1.0})
     return {"skills": rows, "status": status}
 
 
@@ -164,11 +182,14 @@ def review(sb: SkillBase) -> dict[str, Any]:
     rows = []
     for s in drafts:
         lint = results.get(s.name)
-        rows.append({"name": s.name, "description": s.description, "version": s.version,
+        near = [{"name": p.b if p.a == s.name else p.a, "score": p.score, "reasons": p.reasons}
+                for p in sb.similar_skills(s, limit=3)]
+        rows.append({"name": s.name, "description": s.description, "version": s.version, "body": s.body,
                      "source": s.provenance.source, "author": s.provenance.author,
                      "from_experiences": s.provenance.from_experiences, "techniques": s.techniques, **_gains(s),
                      "lint_passed": bool(lint and lint.passed),
-                     "lint": [_dump(i) for i in lint.issues] if lint else []})
+                     "lint": [_dump(i) for i in lint.issues] if lint else [],
+                     "near_duplicates": near})
     return {"drafts": rows}
 
 

@@ -211,3 +211,58 @@ def test_reads_do_not_wait_for_a_writer_holding_the_ledger(client, ui_sb):
     finally:
         release.set()
         t.join()
+
+
+def test_times_numbers_and_spreads_read_as_people_write_them():
+    from skillbase.ui.app import duration, number, percent_of_sol, relative
+
+    assert [duration(v) for v in (0.00425, 0.812, 1.2345, 28.07, 4200.0, None)] == \
+        ["4.25 µs", "812 µs", "1.234 ms", "28.07 ms", "4.2 s", "—"]
+    assert number(5.960464477539063e-08) == "5.96e-08" and number(0.0123456) == "0.01235" and number(1234.5) == "1,234"
+    assert number(3) == "3" and number(None) == "—"
+    assert relative(0.00042) == "0.042%" and relative(0.012) == "1.2%"  # never "±0.0%"
+    assert percent_of_sol(87.4) == "87%" and 'title="above the measured bandwidth roof' in percent_of_sol(104.2)
+
+
+def test_error_pages_have_plain_titles_and_unknown_pages_get_the_site_page(client):
+    missing = client.get("/ui/attempts/att_nope")
+    assert missing.status_code == 404 and "<h1>Not found</h1>" in missing.text and "NotFound" not in missing.text
+    nowhere = client.get("/ui/no/such/page")
+    assert nowhere.status_code == 404 and "<h1>Not found</h1>" in nowhere.text and '/ui/tasks">' in nowhere.text
+    assert client.get("/ui/no/such/page", headers={"accept": "application/json"}).json()["error"] == "NotFound"
+    bad = client.get("/ui/tasks?page=two")
+    assert bad.status_code == 400 and "<h1>Not a valid request</h1>" in bad.text
+
+
+def test_the_home_page_sums_up_the_store_and_its_columns_sort(client, ui_sb):
+    data = client.get("/ui/?format=json").json()
+    s = data["summary"]
+    assert s["tasks"] == len(ui_sb.views.task_rows(limit=10_000)[0]) and s["attempts"] >= s["correct"] > 0
+    assert s["drafts"] == len(ui_sb.list_skills("draft")) and len(s["recent"]) == 5 and s["best"]
+    html = client.get("/ui/").text
+    assert "waiting for review" in html and s["recent"][0]["id"] in html
+    by_name = [t["task"] for t in client.get("/ui/tasks?sort=name&format=json").json()["tasks"]]
+    backwards = [t["task"] for t in client.get("/ui/tasks?sort=name&order=desc&format=json").json()["tasks"]]
+    every = sorted(r["task"] for r in ui_sb.views.task_rows(limit=10_000)[0])
+    assert by_name == every[:len(by_name)] and backwards == every[::-1][:len(backwards)]
+    assert 'href="/ui/tasks?sort=name&amp;order=desc"' in client.get("/ui/tasks?sort=name").text  # click again: flip
+
+
+def test_the_review_queue_shows_the_text_near_duplicates_and_holds_approval_while_lint_fails(client, ui_sb):
+    from skillbase.models import Skill
+
+    from .conftest import draft
+
+    bad = Skill(name="ui-lint-fails", description="Too short.", techniques=["online-softmax"], body="no sections")
+    for skill in (bad, draft("ui-review-twin-a"), draft("ui-review-twin-b")):
+        ui_sb.propose_skill(skill, agent="test-agent")
+    html = client.get("/ui/review").text
+    drafts = {d["name"]: d for d in client.get("/ui/review?format=json").json()["drafts"]}
+    assert not drafts["ui-lint-fails"]["lint_passed"]
+    article = html.split('id="draft-ui-lint-fails"')[1].split("</article>")[0]
+    assert "<button disabled" in article and "lint fails" in article
+    one = html.split('id="draft-ui-review-twin-a"')[1].split("</article>")[0]
+    assert "<details class=\"body\">" in one and "Keep the row in registers" in one
+    # the twins differ by their names only: each is flagged as looking like the other
+    assert "ui-review-twin-b" in [n["name"] for n in drafts["ui-review-twin-a"]["near_duplicates"]]
+    assert "looks like" in one and "ui-review-twin-b" in one
