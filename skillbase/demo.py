@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import textwrap
 import time
 from typing import Any
 
@@ -61,6 +62,10 @@ class DemoTranscript(BaseModel):
     timing_note: str | None = None
     seconds: float = 0.0
 
+
+def _cut(text: str, width: int) -> str:
+    """``text`` on one line, cut at a word boundary with an ellipsis when longer than ``width``."""
+    return textwrap.shorten(" ".join(text.split()), width=width, placeholder=" …")
 
 def run_demo(settings: Settings, *, task: str = "row_softmax", console: Console | None = None) -> DemoTranscript:
     """Run the whole demo; returns the transcript (``ok`` tells whether every step worked)."""
@@ -237,8 +242,8 @@ def _show_recall(d: dict, highlight: str | None = None) -> str:
     lines = []
     for n, item in enumerate(d["items"], 1):
         mark = "  <- the lesson just recorded" if item["id"] == highlight else ""
-        lines.append(f"{n}. {item['kind']} {item['id']} (score {item['score']:.3f}){mark}: {item['title'][:70]}")
-        lines.append(f"   why: {item['why'][:150]}")
+        lines.append(f"{n}. {item['kind']} {item['id']} (score {item['score']:.3f}){mark}: {_cut(item['title'], 70)}")
+        lines.append(f"   why: {_cut(item['why'], 150)}")
     if d.get("suggestions"):
         lines.append("next techniques: " + ", ".join(s["technique"] for s in d["suggestions"]))
     return "\n".join(lines)
@@ -246,7 +251,7 @@ def _show_recall(d: dict, highlight: str | None = None) -> str:
 
 def _show_skill(d: dict) -> str:
     s = d["skill"]
-    return (f"{s['name']} v{s['version']} ({s['status']}): {s['description'][:160]}...\n"
+    return (f"{s['name']} v{s['version']} ({s['status']}): {_cut(s['description'], 160)}\n"
             f"{len(s['body'])} characters of body, {len(s['pitfalls'])} pitfalls, examples {', '.join(d['example_files'])}")
 
 
@@ -271,7 +276,7 @@ def _show_lesson(d: dict) -> str:
 
 
 def _show_suggestions(d: dict) -> str:
-    return "\n".join(f"{s['technique']} (score {s['score']:.2f}): {s['why'][:140]}" for s in d["suggestions"])
+    return "\n".join(f"{s['technique']} (score {s['score']:.2f}): {_cut(s['why'], 140)}" for s in d["suggestions"])
 
 
 def _show_history(d: dict) -> str:

@@ -251,3 +251,13 @@ def test_options_in_help_name_their_values_not_python_types(monkeypatch):
         options = [line for line in text.splitlines() if re.search(r"│ +(-\w, )?--[\w-]+", line) and "--help" not in line]
         bad = [line.strip() for line in options if re.search(r"<(bool|str|int|float|path|list\[\w+\])>", line)]
         assert not bad, (path, bad)
+
+
+def test_the_demo_cuts_long_recall_lines_at_words():
+    from skillbase.demo import _show_recall
+
+    why = "online-softmax is worth x1.15 here (2 measured in state:softmax:fp32:medium|memory) " * 3
+    text = _show_recall({"items": [{"kind": "skill", "id": "s", "score": 0.5, "title": "t " * 50, "why": why}]})
+    shown = text.splitlines()[1].removeprefix("   why: ")
+    assert shown.endswith(" …") and why.startswith(shown.removesuffix(" …")) and len(shown) <= 150
+    assert why[len(shown.removesuffix(" …"))] == " "  # cut where a word ends, not inside one
