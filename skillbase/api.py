@@ -429,12 +429,11 @@ class SkillBase:
         """Near-duplicate pairs, with scores and reasons, for a curator to merge or dismiss."""
         return skill_ops.find_duplicates(self.memory, limit=limit)
 
-    def similar_skills(self, skill: "Skill | str", limit: int = 5):
-        """Stored skills (not deprecated) that ``skill`` (a Skill, stored or not, or a stored name) would
-        duplicate, best first, each with its score and reasons."""
-        if isinstance(skill, str):
-            skill = self.get_skill(skill)
-        return skill_ops.find_similar(self.memory, skill, limit=limit)
+    def similar_skills(self, skills: "Sequence[Skill | str]", limit: int = 5) -> dict:
+        """For each of ``skills`` (Skills, stored or not, or stored names): the stored skills (not
+        deprecated) it would duplicate, best first, with scores and reasons. Each text is embedded once."""
+        resolved = [self.get_skill(s) if isinstance(s, str) else s for s in skills]
+        return skill_ops.find_similar_many(self.memory, resolved, limit=limit)
 
     def lint_skills(self, targets: Sequence[str | Path] | None = None, *, verify_examples: bool = True):
         """Lint skill files or folders (default: every skill in the store)."""

@@ -32,6 +32,7 @@ Curation (``skillbase.skills.curation``; every change is a ledger version with a
 Dedupe (``skillbase.skills.dedupe``)
     find_duplicates(store, *, include_deprecated=False, limit=50) -> list[DuplicateProposal]
     find_similar(store, skill, *, limit=5) -> list[DuplicateProposal]
+    find_similar_many(store, skills, *, limit=5) -> {name: [DuplicateProposal]}  (one embedding pass)
 
 Agent Skills (``skillbase.skills.agent_skills``)
     export_agent_skills(skills, out_dir, *, overwrite=False, max_bytes=256_000) -> ExportResult
@@ -57,7 +58,7 @@ _EXPORTS = {
     "curation": ("AutoApprovePolicy", "MergeResult", "PolicyDecision", "Proposal", "add_skill", "approve_skill",
                  "deprecate_skill", "edit_skill", "evaluate_policy", "import_skills", "list_skills", "merge_skills",
                  "propose_skill", "rollback_skill", "show_skill", "skill_history"),
-    "dedupe": ("DuplicateProposal", "find_duplicates", "find_similar"),
+    "dedupe": ("DuplicateProposal", "find_duplicates", "find_similar", "find_similar_many"),
     "agent_skills": ("ExportResult", "export_agent_skills", "read_agent_skills", "validate_agent_skill_dir"),
     "seeding": ("SEED_AUTHOR", "SeedReport", "seed_skills"),
 }

@@ -104,3 +104,20 @@ def find_similar(store: "Store", skill: Skill, *, limit: int = 5) -> list[Duplic
     sims = (d[1:] @ d[0] + b[1:] @ b[0]) / 2
     found = [p for s, sim in zip(others, sims) if (p := _proposal(skill, s, float(sim), store.embedder.name))]
     return sorted(found, key=lambda p: -p.score)[:limit]
+
+
+def find_similar_many(store: "Store", skills: list[Skill], *, limit: int = 5) -> dict[str, list[DuplicateProposal]]:
+    """``find_similar`` for several skills at once (a review queue): every text is embedded once."""
+    stored = [s for s in store.list_skills() if s.status != "deprecated"]
+    given = {s.name for s in skills}
+    pool = skills + [s for s in stored if s.name not in given]
+    if len(pool) < 2:
+        return {s.name: [] for s in skills}
+    d, b = _vectors(store, pool)
+    sims = (d @ d.T + b @ b.T) / 2
+    out = {}
+    for i, skill in enumerate(skills):
+        found = [p for j, other in enumerate(pool) if j != i
+                 if (p := _proposal(skill, other, float(sims[i, j]), store.embedder.name))]
+        out[skill.name] = sorted(found, key=lambda p: -p.score)[:limit]
+    return out

@@ -179,11 +179,12 @@ def review(sb: SkillBase) -> dict[str, Any]:
     lint findings (fast checks; approving also verifies the examples)."""
     drafts = sorted(sb.list_skills("draft"), key=lambda s: s.name)
     results = {r.skill: r for r in sb.lint_skills(drafts, verify_examples=False)} if drafts else {}
+    similar = sb.similar_skills(drafts, limit=3) if drafts else {}
     rows = []
     for s in drafts:
         lint = results.get(s.name)
         near = [{"name": p.b if p.a == s.name else p.a, "score": p.score, "reasons": p.reasons}
-                for p in sb.similar_skills(s, limit=3)]
+                for p in similar.get(s.name, [])]
         rows.append({"name": s.name, "description": s.description, "version": s.version, "body": s.body,
                      "source": s.provenance.source, "author": s.provenance.author,
                      "from_experiences": s.provenance.from_experiences, "techniques": s.techniques, **_gains(s),

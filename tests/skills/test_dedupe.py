@@ -1,7 +1,7 @@
 """Dedupe: a planted near-duplicate is proposed (never merged by itself); distinct skills are not."""
 
 from skillbase.skills.curation import add_skill, merge_skills, propose_skill, show_skill
-from skillbase.skills.dedupe import MIN_SIMILARITY, find_duplicates, find_similar
+from skillbase.skills.dedupe import MIN_SIMILARITY, find_duplicates, find_similar, find_similar_many
 
 from .factories import make_skill
 
@@ -39,6 +39,9 @@ def test_a_planted_near_duplicate_is_proposed_and_merged_only_on_confirmation(op
     assert show_skill(store, planted.name).status == "draft"  # proposing merges nothing
     similar = find_similar(store, planted)
     assert [s.b for s in similar] == ["online-softmax-one-pass"]
+    # the review queue's form: several drafts, one embedding pass, the same answers
+    many = find_similar_many(store, [planted, make_skill()])
+    assert many[planted.name] == similar and many[make_skill().name] == []
     merged = merge_skills(store, p.suggested_into, planted.name, into=p.suggested_into, author="curator",
                           reason="dedupe proposal confirmed")
     assert merged.merged.provenance.merged_from == ["single-pass-logsumexp"]

@@ -78,11 +78,11 @@ def test_a_browser_logs_in_with_the_token_and_its_name_goes_on_its_actions(serve
         assert ok.status_code == 303 and ok.headers["location"].endswith("/ui/review")
         cookie = ok.headers["set-cookie"]
         assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
-        with httpx.Client(cookies=ok.cookies) as browser:
+        with httpx.Client(cookies=ok.cookies, timeout=60) as browser:  # a browser waits for a page
             assert browser.get(f"{base}/mcp").status_code == 401  # a session opens the UI, not the MCP endpoint
             review = browser.get(f"{base}/ui/review")
             assert review.status_code == 200 and "curating as Ana Curator" in review.text
-    with httpx.Client(cookies=ok.cookies) as browser:  # the last server's session
+    with httpx.Client(cookies=ok.cookies, timeout=60) as browser:  # a browser waits for a page  # the last server's session
         csrf = browser.get(f"{servers[1]}/ui/review").text.split('name="csrf" value="')[1].split('"')[0]
         no_token = browser.post(f"{servers[1]}/ui/skills/ui-http-login/reject", data={"reason": "x"})
         assert no_token.status_code == 403
