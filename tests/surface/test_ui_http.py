@@ -82,7 +82,7 @@ def test_a_browser_logs_in_with_the_token_and_its_name_goes_on_its_actions(serve
             assert browser.get(f"{base}/mcp").status_code == 401  # a session opens the UI, not the MCP endpoint
             review = browser.get(f"{base}/ui/review")
             assert review.status_code == 200 and "curating as Ana Curator" in review.text
-    with httpx.Client(cookies=ok.cookies, timeout=60) as browser:  # a browser waits for a page  # the last server's session
+    with httpx.Client(cookies=ok.cookies, timeout=60) as browser:  # the last server's session
         csrf = browser.get(f"{servers[1]}/ui/review").text.split('name="csrf" value="')[1].split('"')[0]
         no_token = browser.post(f"{servers[1]}/ui/skills/ui-http-login/reject", data={"reason": "x"})
         assert no_token.status_code == 403
