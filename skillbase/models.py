@@ -165,8 +165,12 @@ class Hardware(Record):
     l2_bytes: int | None = None
     driver: str | None = None
     peak_gbps: float | None = Field(
-        None, description="measured device-to-device copy bandwidth, GB/s, counting bytes read plus written"
+        None, description="measured memory bandwidth, GB/s: the best of several large streaming operations "
+                          "(copy, sum, fill, add), each counting the bytes it must move"
     )
+    bandwidth_probes_gbps: dict[str, float] = Field(default_factory=dict,
+                                                    description="each streaming probe's bandwidth, GB/s")
+    datasheet_gbps: float | None = Field(None, description="the vendor's stated memory bandwidth, GB/s, if known")
     peak_tflops: dict[str, float] = Field(
         default_factory=dict, description="measured dense matmul rate per dtype, TFLOP/s"
     )

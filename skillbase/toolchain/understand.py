@@ -68,7 +68,7 @@ DEFAULT_ROOF = Roof("H100 SXM, nominal (3350 GB/s; 67 TFLOP/s fp32; 989 TFLOP/s 
 
 
 def roof_of(hw: Hardware) -> Roof | None:
-    """The roofline of a measured device (None without a measured bandwidth): measured copy bandwidth and
+    """The roofline of a measured device (None without a measured bandwidth): measured bandwidth (best streaming probe) and
     matmul rates; a rate it did not measure keeps DEFAULT_ROOF's."""
     if not hw.peak_gbps:
         return None

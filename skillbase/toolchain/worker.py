@@ -225,7 +225,7 @@ def handle(env, kind: str, req: dict, channel: Channel) -> dict:
 
         if kind != "cuda":
             return {"hardware": roofline.cpu_hardware().model_dump()}
-        progress(0.1, "measuring copy bandwidth and matmul peaks")
+        progress(0.1, "measuring memory bandwidth and matmul peaks")
         return {"hardware": roofline.measure_peaks(env.torch, 0, env.clock).model_dump()}
     raise ValueError(f"unknown op {op!r}")
 

@@ -137,3 +137,15 @@ def test_a_compiled_baseline_past_its_bound_is_cut_short_and_not_tried_again(too
     again, _ = toolchain._baselines(later, cached, keys)
     assert set(again) == {"eager"}
     assert later["baseline_notes"] == {"torch_compile_max_autotune": "not measured: its compile passed 1 s"}
+
+
+def test_a_kernel_above_the_measured_roof_is_explained_with_the_datasheet_beside():
+    from skillbase.models import Hardware
+    from skillbase.toolchain.facade import over_the_roof
+    from skillbase.toolchain.roofline import datasheet_gbps
+
+    assert datasheet_gbps("NVIDIA H100 80GB HBM3") == 3350.0 and datasheet_gbps("NVIDIA H100 PCIe") == 2000.0
+    assert datasheet_gbps("NVIDIA H200") == 4800.0 and datasheet_gbps("a card nobody listed") is None
+    hw = Hardware(kind="cuda", name="NVIDIA H100 80GB HBM3", arch="sm_90", peak_gbps=2889.0, datasheet_gbps=3350.0)
+    note = over_the_roof(104.2, hw)
+    assert note.startswith("104% of speed of light") and "2889 GB/s" in note and "3350 GB/s" in note

@@ -14,6 +14,10 @@ def test_peaks_are_measured_once_and_cached(toolchain):
     hw = toolchain.hardware("cuda")
     assert hw.kind == "cuda" and hw.arch.startswith("sm_") and hw.l2_bytes
     assert hw.peak_gbps > 100 and {"bf16", "fp16", "tf32", "fp32"} <= set(hw.peak_tflops)
+    # the bandwidth roof is the best of the streaming probes, the vendor's figure beside it
+    assert {"copy", "sum", "fill", "add"} <= set(hw.bandwidth_probes_gbps)
+    assert hw.peak_gbps == max(hw.bandwidth_probes_gbps.values()) >= hw.bandwidth_probes_gbps["copy"]
+    assert ("H100" not in hw.name and "H200" not in hw.name) or hw.peak_gbps < hw.datasheet_gbps
     assert toolchain.hardware("cuda") == hw
 
 
@@ -32,6 +36,8 @@ def test_triton_candidate_is_timed_with_baselines_and_roofline(toolchain, relu_t
     assert r.precision and "fp32 matmuls" in r.precision
     assert r.speedup_vs_eager == pytest.approx(r.baselines["eager"].median_ms / t.median_ms)
     assert r.roofline.bound == "memory" and 20 < r.roofline.pct_sol <= 100 / 0.7
+    # an honest kernel above the measured roof says why, beside the figure
+    assert r.roofline.pct_sol <= 100 or any("above the measured roof" in n for n in r.notes), r.notes
     assert r.correctness.shapes_checked == [{"N": 1 << 24}, {"N": 12345}]
     checks = {c.name: c for c in r.correctness.checks}
     assert not checks["no_side_stream_escape"].skipped and not checks["physically_possible"].skipped
