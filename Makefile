@@ -17,7 +17,7 @@ PYTEST_WORKERS ?= 2
 TEST_TIER ?= not slow
 DEMO_HOME ?= $(CURDIR)/.demo-home
 
-.PHONY: install test test-slow test-all demo gpu-suite clean
+.PHONY: install lint test test-slow test-all demo gpu-suite clean
 
 install: $(VENV)/.installed
 
@@ -28,7 +28,14 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e ".[test]"
 	touch $@
 
-test: install
+# ruff (lint and format) on the product packages: a gate, not advice.
+LINT_DIRS := skillbase memory retrievers mcp_server
+
+lint: install
+	$(PY) -m ruff check $(LINT_DIRS)
+	$(PY) -m ruff format --check $(LINT_DIRS)
+
+test: install lint
 	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile -m "$(TEST_TIER)" $(PYTEST_ARGS)
 
 test-slow:

@@ -23,9 +23,16 @@ def build_server(*args, **kwargs):
     return build(*args, **kwargs)
 
 
-def serve(transport: Literal["stdio", "http"] = "stdio", *, host: str = "127.0.0.1", port: int = 8765,
-          allowed_hosts: list[str] = (), workspace: str | Path | None = None, settings=None,
-          workers: int = 1) -> None:
+def serve(
+    transport: Literal["stdio", "http"] = "stdio",
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    allowed_hosts: list[str] = (),
+    workspace: str | Path | None = None,
+    settings=None,
+    workers: int = 1,
+) -> None:
     """Run the server until the client disconnects (stdio) or it is interrupted (HTTP).
 
     One SkillBase per process, closed on the way out. Over HTTP the token is
@@ -40,11 +47,19 @@ def serve(transport: Literal["stdio", "http"] = "stdio", *, host: str = "127.0.0
     if workers != 1:  # before importing the store here: each worker process opens its own
         from skillbase.mcp_server.workers import serve_workers
 
-        serve_workers(transport, workers, host=host, port=port, allowed_hosts=list(allowed_hosts),
-                      workspace=workspace, settings=settings)
+        serve_workers(
+            transport,
+            workers,
+            host=host,
+            port=port,
+            allowed_hosts=list(allowed_hosts),
+            workspace=workspace,
+            settings=settings,
+        )
         return
     from skillbase.mcp_server.http import refuse_open_address, serve_http
     from skillbase.mcp_server.server import build_server as build
+
     from skillbase.api import SkillBase
 
     if transport != "stdio":
@@ -59,7 +74,13 @@ def serve(transport: Literal["stdio", "http"] = "stdio", *, host: str = "127.0.0
         else:
             from skillbase.ui import build_app
 
-            serve_http(server, host=host, port=port, token=settings.http_token, allowed_hosts=list(allowed_hosts),
-                       ui=build_app(sb, warm=True))
+            serve_http(
+                server,
+                host=host,
+                port=port,
+                token=settings.http_token,
+                allowed_hosts=list(allowed_hosts),
+                ui=build_app(sb, warm=True),
+            )
     finally:
         sb.close()

@@ -11,8 +11,15 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from skillbase.tools import TOOLS
-from skillbase.web import (HostOriginGuard, PathDispatch, TokenAuth, guard_app, is_loopback,  # noqa: F401
-                           refuse_open_address, security_settings)
+from skillbase.web import (  # noqa: F401
+    HostOriginGuard,
+    PathDispatch,
+    TokenAuth,
+    guard_app,
+    is_loopback,
+    refuse_open_address,
+    security_settings,
+)
 
 # Tools that report progress while they run: their calls keep the SDK's streaming answer.
 STREAMING_TOOLS = frozenset(spec.name for spec in TOOLS if spec.long_running)
@@ -35,8 +42,14 @@ class QuickCalls:
     manager that opened it. The request body is read here (up to the SDK's size limit, past which the
     request goes to ``app`` whole, to be refused there) and handed on as it came."""
 
-    def __init__(self, app: ASGIApp, quick: StreamableHTTPSessionManager, path: str, stateless: bool,
-                 tools: frozenset[str] = UNSTREAMED_TOOLS):
+    def __init__(
+        self,
+        app: ASGIApp,
+        quick: StreamableHTTPSessionManager,
+        path: str,
+        stateless: bool,
+        tools: frozenset[str] = UNSTREAMED_TOOLS,
+    ):
         self.app, self.manager, self.path, self.stateless, self.tools = app, quick, path, stateless, tools
         self.quick = StreamableHTTPASGIApp(quick)
 
@@ -45,14 +58,19 @@ class QuickCalls:
             async with self.manager.run():  # its task group, beside the default manager's (run by ``app``)
                 await self.app(scope, receive, send)
             return
-        if not (scope["type"] == "http" and scope.get("method") == "POST" and scope.get("path") == self.path
-                and self._per_request(scope)):
+        if not (
+            scope["type"] == "http"
+            and scope.get("method") == "POST"
+            and scope.get("path") == self.path
+            and self._per_request(scope)
+        ):
             await self.app(scope, receive, send)
             return
         chunks, whole = await self._read(receive)
         if whole:  # handed on as one message
-            chunks = [{"type": "http.request", "body": b"".join(m.get("body", b"") for m in chunks),
-                       "more_body": False}]
+            chunks = [
+                {"type": "http.request", "body": b"".join(m.get("body", b"") for m in chunks), "more_body": False}
+            ]
         replay = _replaying(chunks, receive)
         if whole and self._quick_call(chunks[0]["body"]):
             await self.quick(scope, replay, send)
@@ -100,9 +118,17 @@ def _replaying(chunks: list[Message], receive: Receive) -> Receive:
     return replay
 
 
-def http_app(server: MCPServer, *, host: str, port: int, token: str | None,
-             allowed_hosts: list[str] = (), path: str = "/mcp", ui: ASGIApp | None = None,
-             stateless: bool = False) -> ASGIApp:
+def http_app(
+    server: MCPServer,
+    *,
+    host: str,
+    port: int,
+    token: str | None,
+    allowed_hosts: list[str] = (),
+    path: str = "/mcp",
+    ui: ASGIApp | None = None,
+    stateless: bool = False,
+) -> ASGIApp:
     """The ASGI app serving ``server`` at ``path`` (and ``ui``, the curation UI, under ``/ui``).
 
     Refuses (ConfigError) to serve a non-loopback address without a token. With a
@@ -111,19 +137,32 @@ def http_app(server: MCPServer, *, host: str, port: int, token: str | None,
     """
     refuse_open_address(host, token)
     settings = security_settings(host, port, list(allowed_hosts))
-    app = server.streamable_http_app(streamable_http_path=path, host=host, transport_security=settings,
-                                     stateless_http=stateless)
-    quick = StreamableHTTPSessionManager(app=server.session_manager.app, json_response=True, stateless=True,
-                                         security_settings=settings,
-                                         max_request_body_size=server.session_manager.max_request_body_size)
+    app = server.streamable_http_app(
+        streamable_http_path=path, host=host, transport_security=settings, stateless_http=stateless
+    )
+    quick = StreamableHTTPSessionManager(
+        app=server.session_manager.app,
+        json_response=True,
+        stateless=True,
+        security_settings=settings,
+        max_request_body_size=server.session_manager.max_request_body_size,
+    )
     app = QuickCalls(app, quick, path, stateless)
     if ui is not None:
         app = PathDispatch(app, "/ui", HostOriginGuard(ui, settings))
     return TokenAuth(app, token) if token else app
 
 
-def serve_http(server: MCPServer, *, host: str = "127.0.0.1", port: int = 8765, token: str | None = None,
-               allowed_hosts: list[str] = (), log_level: str = "warning", ui: ASGIApp | None = None) -> None:
+def serve_http(
+    server: MCPServer,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    token: str | None = None,
+    allowed_hosts: list[str] = (),
+    log_level: str = "warning",
+    ui: ASGIApp | None = None,
+) -> None:
     """Serve until interrupted (blocking); ``ui`` is mounted under ``/ui``."""
     import uvicorn
 

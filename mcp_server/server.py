@@ -19,7 +19,7 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.from_thread
@@ -30,12 +30,15 @@ from mcp.server.mcpserver.tools import Tool
 from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import ConfigDict
+from skillbase.mcp_server.prompts import INSTRUCTIONS, optimize_kernel_prompt
 
 from skillbase.config import usable_cores
-from skillbase.version import __version__
-from skillbase.mcp_server.prompts import INSTRUCTIONS, optimize_kernel_prompt
 from skillbase.errors import NotFound, SkillbaseError
 from skillbase.tools import TOOLS, CallContext, Progress, ToolSpec
+from skillbase.version import __version__
+
+if TYPE_CHECKING:
+    from skillbase.api import SkillBase
 
 log = logging.getLogger("skillbase.mcp")
 
@@ -148,13 +151,19 @@ def _writes_of(ctx: Context, callers: dict[str, dict[str, int]]) -> dict[str, in
     return seen
 
 
-def _tool(spec: ToolSpec, sb: skillbase.SkillBase, workspace: Path, limiter=None,
-          callers: dict[str, dict[str, int]] | None = None) -> Tool:
+def _tool(
+    spec: ToolSpec,
+    sb: SkillBase,
+    workspace: Path,
+    limiter=None,
+    callers: dict[str, dict[str, int]] | None = None,
+) -> Tool:
     callers = {} if callers is None else callers
 
     async def handler(arguments: dict, ctx: Context) -> CallToolResult:
-        call = CallContext(progress=_progress_relay(ctx) if spec.long_running else None,
-                           agent=_client_name(ctx), workspace=workspace)
+        call = CallContext(
+            progress=_progress_relay(ctx) if spec.long_running else None, agent=_client_name(ctx), workspace=workspace
+        )
         seen = _writes_of(ctx, callers)
 
         def work(args=None):
@@ -171,23 +180,38 @@ def _tool(spec: ToolSpec, sb: skillbase.SkillBase, workspace: Path, limiter=None
                 # searches: attempt_history p95 53-69 ms that way, 31-36 here (16 clients).
                 out, work_ms = work(args)
             else:
-                out, work_ms = await anyio.to_thread.run_sync(work, args,
-                                                              limiter=None if spec.long_running else limiter)
+                out, work_ms = await anyio.to_thread.run_sync(
+                    work, args, limiter=None if spec.long_running else limiter
+                )
         except SkillbaseError as e:
             raise ToolError(error_text(e)) from None
         except Exception as e:  # a bug or a broken environment: this call fails, the server stays up
             log.exception("tool %s failed", spec.name)
-            raise ToolError(f"internal error {type(e).__name__}: {e}. Next step: the server is still running and "
-                            "nothing stored was lost; retry once, then report it with `skillbase memory stats` "
-                            "output") from None
+            raise ToolError(
+                f"internal error {type(e).__name__}: {e}. Next step: the server is still running and "
+                "nothing stored was lost; retry once, then report it with `skillbase memory stats` "
+                "output"
+            ) from None
         data = out.model_dump(mode="json")
-        return CallToolResult(content=[TextContent(type="text", text=json.dumps(data))], structured_content=data,
-                              _meta={WORK_MS_KEY: round(work_ms, 3)})
+        return CallToolResult(
+            content=[TextContent(type="text", text=json.dumps(data))],
+            structured_content=data,
+            _meta={WORK_MS_KEY: round(work_ms, 3)},
+        )
 
     tool = Tool.from_function(
-        handler, name=spec.name, title=spec.title, description=spec.description,
-        annotations=ToolAnnotations(title=spec.title, read_only_hint=spec.read_only, destructive_hint=False,
-                                    idempotent_hint=spec.read_only, open_world_hint=False))
+        handler,
+        name=spec.name,
+        title=spec.title,
+        description=spec.description,
+        annotations=ToolAnnotations(
+            title=spec.title,
+            read_only_hint=spec.read_only,
+            destructive_hint=False,
+            idempotent_hint=spec.read_only,
+            open_world_hint=False,
+        ),
+    )
     # The catalog is the contract: its schemas are what clients see, and its validation what they get.
     tool.parameters = spec.input_schema()
     # The output schema is published without the model: every result is built by the model itself, and
@@ -196,7 +220,7 @@ def _tool(spec: ToolSpec, sb: skillbase.SkillBase, workspace: Path, limiter=None
     return tool
 
 
-def _warm(sb: skillbase.SkillBase, settle_heap: bool = False) -> None:
+def _warm(sb: SkillBase, settle_heap: bool = False) -> None:
     try:
         sb.warm_up()
         if settle_heap:
@@ -219,8 +243,14 @@ def freeze_heap() -> None:
     log.info("heap settled: %d objects frozen", gc.get_freeze_count())
 
 
-def build_server(sb: skillbase.SkillBase, *, workspace: str | Path | None = None, warm: bool = True,
-                 settle_heap: bool = False, catalog: Sequence[ToolSpec] = TOOLS) -> MCPServer:
+def build_server(
+    sb: SkillBase,
+    *,
+    workspace: str | Path | None = None,
+    warm: bool = True,
+    settle_heap: bool = False,
+    catalog: Sequence[ToolSpec] = TOOLS,
+) -> MCPServer:
     """An MCPServer exposing the catalog (``catalog``: these tool specs; every tool of
     ``skillbase.tools`` by default) over ``sb``.
 
@@ -246,15 +276,28 @@ def build_server(sb: skillbase.SkillBase, *, workspace: str | Path | None = None
             threading.Thread(target=_warm, args=(sb, settle_heap), name="skillbase-warm-up", daemon=True).start()
         yield
 
-    pool = {**{name: searches for name in SEARCH_TOOLS}, **{name: quick for name in QUICK_TOOLS},
-            **{name: writes for name in WRITE_TOOLS}}
+    pool = {
+        **{name: searches for name in SEARCH_TOOLS},
+        **{name: quick for name in QUICK_TOOLS},
+        **{name: writes for name in WRITE_TOOLS},
+    }
     tools = [_tool(spec, sb, root, pool.get(spec.name, other), callers) for spec in catalog]
-    server = MCPServer("skillbase", title="skillbase", version=__version__, instructions=INSTRUCTIONS,
-                       log_level="WARNING", tools=tools, lifespan=lifespan)
+    server = MCPServer(
+        "skillbase",
+        title="skillbase",
+        version=__version__,
+        instructions=INSTRUCTIONS,
+        log_level="WARNING",
+        tools=tools,
+        lifespan=lifespan,
+    )
     _add_resources(server, sb)
-    server.prompt(name="optimize-kernel", title="Optimize a GPU kernel",
-                  description="Walks you through one optimization loop on a task: load, recall, write, compile, "
-                              "benchmark, record the lesson, choose the next step.")(optimize_kernel_prompt)
+    server.prompt(
+        name="optimize-kernel",
+        title="Optimize a GPU kernel",
+        description="Walks you through one optimization loop on a task: load, recall, write, compile, "
+        "benchmark, record the lesson, choose the next step.",
+    )(optimize_kernel_prompt)
     return server
 
 
@@ -265,28 +308,43 @@ async def _read(fn, *args) -> str:
         raise ResourceNotFoundError(error_text(e)) from None
 
 
-def _add_resources(server: MCPServer, sb: skillbase.SkillBase) -> None:
-    @server.resource("skill://{name}", name="skill", title="A skill's SKILL.md", mime_type="text/markdown",
-                     description="The full SKILL.md of a skill: frontmatter and body.")
+def _add_resources(server: MCPServer, sb: SkillBase) -> None:
+    @server.resource(
+        "skill://{name}",
+        name="skill",
+        title="A skill's SKILL.md",
+        mime_type="text/markdown",
+        description="The full SKILL.md of a skill: frontmatter and body.",
+    )
     async def skill_resource(name: str) -> str:
         return await _read(sb.skill_markdown, name)
 
-    @server.resource("task://{name}", name="task", title="A built-in task", mime_type="text/markdown",
-                     description="A built-in task: its metadata (shapes, dtype, bytes, FLOPs, tolerance) and the "
-                                 "reference source.")
+    @server.resource(
+        "task://{name}",
+        name="task",
+        title="A built-in task",
+        mime_type="text/markdown",
+        description="A built-in task: its metadata (shapes, dtype, bytes, FLOPs, tolerance) and the reference source.",
+    )
     async def task_resource(name: str) -> str:
         return await _read(_task_markdown, sb, name)
 
-    @server.resource("attempt://{attempt_id}", name="attempt", title="One attempt in full",
-                     mime_type="application/json",
-                     description="An attempt: its source, compile and benchmark reports, lineage and techniques.")
+    @server.resource(
+        "attempt://{attempt_id}",
+        name="attempt",
+        title="One attempt in full",
+        mime_type="application/json",
+        description="An attempt: its source, compile and benchmark reports, lineage and techniques.",
+    )
     async def attempt_resource(attempt_id: str) -> str:
         return await _read(lambda: sb.get_attempt(attempt_id).model_dump_json(indent=1))
 
 
-def _task_markdown(sb: skillbase.SkillBase, name: str) -> str:
+def _task_markdown(sb: SkillBase, name: str) -> str:
     info = sb.task(name)
     meta = info.model_dump(mode="json", exclude={"path", "solutions", "source_hash"})
-    return (f"# Task {info.name}\n\n{info.description}\n\n```json\n{json.dumps(meta, indent=1)}\n```\n\n"
-            f"Built-in solutions: {', '.join(sorted(info.solutions)) or 'none'}\n\n"
-            f"```python\n{sb.task_source(info)}\n```\n")
+    return (
+        f"# Task {info.name}\n\n{info.description}\n\n```json\n{json.dumps(meta, indent=1)}\n```\n\n"
+        f"Built-in solutions: {', '.join(sorted(info.solutions)) or 'none'}\n\n"
+        f"```python\n{sb.task_source(info)}\n```\n"
+    )

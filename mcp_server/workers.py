@@ -45,7 +45,6 @@ import time
 from pathlib import Path
 
 import uvicorn
-
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from skillbase.config import default_embedding_threads
@@ -64,29 +63,47 @@ BOOT_S = 30.0  # after the first start, a worker not up yet counts as holding no
 log = logging.getLogger("skillbase.serve")
 
 
-def serve_workers(transport: str, workers: int, *, host: str, port: int, allowed_hosts: list[str],
-                  workspace: str | Path | None, settings) -> None:
+def serve_workers(
+    transport: str,
+    workers: int,
+    *,
+    host: str,
+    port: int,
+    allowed_hosts: list[str],
+    workspace: str | Path | None,
+    settings,
+) -> None:
     """Serve the store from ``workers`` processes on ``host:port`` until interrupted (blocking)."""
     from skillbase.mcp_server.http import refuse_open_address
 
     if transport != "http":
-        raise InvalidInput(f"--workers {workers} needs the HTTP transport",
-                           hint="add --transport http (a stdio server has one client: one process)")
+        raise InvalidInput(
+            f"--workers {workers} needs the HTTP transport",
+            hint="add --transport http (a stdio server has one client: one process)",
+        )
     if workers < 1:
         raise InvalidInput(f"--workers {workers}: give 1 or more worker processes")
     if not settings.chroma_url:
-        raise ConfigError(f"{workers} worker processes need a chroma server as the shared vector index",
-                          hint="start one (`chroma run --path DIR --port 8000`) and set "
-                               "SKILLBASE_CHROMA_URL=http://127.0.0.1:8000; with the embedded index every process "
-                               "reopens it after each other's writes")
+        raise ConfigError(
+            f"{workers} worker processes need a chroma server as the shared vector index",
+            hint="start one (`chroma run --path DIR --port 8000`) and set "
+            "SKILLBASE_CHROMA_URL=http://127.0.0.1:8000; with the embedded index every process "
+            "reopens it after each other's writes",
+        )
     refuse_open_address(host, settings.http_token)
     _refuse_taken_port(host, port)
     if settings.embedding_threads is None:
         settings = settings.model_copy(update={"embedding_threads": worker_threads(workers)})
     listener = _listener(host, port)
-    os.environ[ENV] = json.dumps({"settings": settings.model_dump(mode="json"), "host": host, "port": port,
-                                  "allowed_hosts": allowed_hosts,
-                                  "workspace": str(workspace) if workspace is not None else None})
+    os.environ[ENV] = json.dumps(
+        {
+            "settings": settings.model_dump(mode="json"),
+            "host": host,
+            "port": port,
+            "allowed_hosts": allowed_hosts,
+            "workspace": str(workspace) if workspace is not None else None,
+        }
+    )
     ctx = multiprocessing.get_context("spawn")
     # Each worker's open connections and when it last said so (time.monotonic: one clock for the host).
     held, beats = ctx.Array("i", workers, lock=False), ctx.Array("d", workers, lock=False)
@@ -94,8 +111,12 @@ def serve_workers(transport: str, workers: int, *, host: str, port: int, allowed
 
     def start(i: int):
         beats[i] = 0.0
-        p = ctx.Process(target=_worker_main, args=(listener, i, held, beats, boot_until, os.getpid()),
-                        name=f"skillbase-worker-{i}", daemon=False)
+        p = ctx.Process(
+            target=_worker_main,
+            args=(listener, i, held, beats, boot_until, os.getpid()),
+            name=f"skillbase-worker-{i}",
+            daemon=False,
+        )
         p.start()
         return p, time.monotonic()
 
@@ -128,8 +149,10 @@ def serve_workers(transport: str, workers: int, *, host: str, port: int, allowed
             signal.signal(sig, handler)
         listener.close()
     if failed is not None:
-        raise ConfigError(f"{failed[0]} exited (code {failed[1]}) {STARTUP_S:g} s or less after its start",
-                          hint="its error is printed above; the other workers were stopped")
+        raise ConfigError(
+            f"{failed[0]} exited (code {failed[1]}) {STARTUP_S:g} s or less after its start",
+            hint="its error is printed above; the other workers were stopped",
+        )
 
 
 def _refuse_taken_port(host: str, port: int) -> None:
@@ -174,8 +197,9 @@ class BalancedServer(uvicorn.Server):
     at worst the time a worker takes to say it has one more. Until ``boot_until``, a worker that has not
     started yet counts as holding none: the first worker up does not take every first connection."""
 
-    def __init__(self, config: uvicorn.Config, listener: socket.socket, index: int, held, beats,
-                 boot_until: float = 0.0):
+    def __init__(
+        self, config: uvicorn.Config, listener: socket.socket, index: int, held, beats, boot_until: float = 0.0
+    ):
         super().__init__(config)
         self.listener, self.index, self.held, self.beats = listener, index, held, beats
         self.boot_until = boot_until
@@ -218,8 +242,9 @@ class BalancedServer(uvicorn.Server):
     async def _accept(self) -> None:
         loop = asyncio.get_running_loop()
         config = self.config
-        protocol = functools.partial(config.http_protocol_class, config=config, server_state=self.server_state,
-                                     app_state=self.lifespan.state)
+        protocol = functools.partial(
+            config.http_protocol_class, config=config, server_state=self.server_state, app_state=self.lifespan.state
+        )
         while True:
             self._tell()
             if self.ahead():
@@ -246,17 +271,19 @@ def _worker_main(listener: socket.socket, index: int, held, beats, boot_until: f
     os.setpgrp()
     _stop_with(parent)
     listener.setblocking(False)
-    config = uvicorn.Config("skillbase.mcp_server.workers:worker_app", factory=True, log_level="warning",
-                            lifespan="on", backlog=BACKLOG)
+    config = uvicorn.Config(
+        "skillbase.mcp_server.workers:worker_app", factory=True, log_level="warning", lifespan="on", backlog=BACKLOG
+    )
     BalancedServer(config, listener, index, held, beats, boot_until).run()
 
 
 def worker_app() -> ASGIApp:
     """The app of one worker process (uvicorn calls it in each): its own SkillBase over the store."""
-    from skillbase.api import SkillBase
-    from skillbase.config import Settings
     from skillbase.mcp_server.http import http_app
     from skillbase.mcp_server.server import build_server
+
+    from skillbase.api import SkillBase
+    from skillbase.config import Settings
     from skillbase.ui import build_app
 
     raw = os.environ.get(ENV)
@@ -266,8 +293,15 @@ def worker_app() -> ASGIApp:
     sb = SkillBase(Settings.model_validate(asked["settings"]))
     try:
         server = build_server(sb, workspace=asked["workspace"], settle_heap=True)
-        app = http_app(server, host=asked["host"], port=asked["port"], token=sb.settings.http_token,
-                       allowed_hosts=asked["allowed_hosts"], ui=build_app(sb, warm=True), stateless=True)
+        app = http_app(
+            server,
+            host=asked["host"],
+            port=asked["port"],
+            token=sb.settings.http_token,
+            allowed_hosts=asked["allowed_hosts"],
+            ui=build_app(sb, warm=True),
+            stateless=True,
+        )
     except BaseException:
         sb.close()
         raise

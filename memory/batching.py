@@ -101,7 +101,7 @@ class Batcher(Generic[T, R]):
             return
         i = 0
         for r in batch:
-            r.result, r.done = out[i:i + len(r.items)], True
+            r.result, r.done = out[i : i + len(r.items)], True
             i += len(r.items)
         s = self.stats
         s.calls += 1

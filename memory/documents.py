@@ -20,9 +20,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from skillbase.models import Attempt, Experience, Skill
-
 from skillbase.memory.embeddings import kernel_excerpt, summarize_source
+
+from skillbase.models import Attempt, Experience, Skill
 
 COLLECTIONS = ("experiences", "skills", "attempts")
 
@@ -73,11 +73,23 @@ def attempt_text(a: Attempt) -> str:
 
 def attempt_doc(a: Attempt) -> IndexDoc:
     metadata = _meta(
-        task=a.task, signature=a.task_signature, family=a.family, dtype=a.dtype,
-        regime=a.task_signature.rsplit(":", 1)[-1], language=a.language, verdict=a.verdict, arch=a.arch,
-        hardware=a.hardware, bottleneck=a.bottleneck, speedup=a.speedup_vs_eager,
-        speedup_vs_compile=a.speedup_vs_compile, median_ms=a.median_ms, techniques=list(a.techniques),
-        has_parent=a.parent_id is not None, created=a.created_at.timestamp(), run=a.run,
+        task=a.task,
+        signature=a.task_signature,
+        family=a.family,
+        dtype=a.dtype,
+        regime=a.task_signature.rsplit(":", 1)[-1],
+        language=a.language,
+        verdict=a.verdict,
+        arch=a.arch,
+        hardware=a.hardware,
+        bottleneck=a.bottleneck,
+        speedup=a.speedup_vs_eager,
+        speedup_vs_compile=a.speedup_vs_compile,
+        median_ms=a.median_ms,
+        techniques=list(a.techniques),
+        has_parent=a.parent_id is not None,
+        created=a.created_at.timestamp(),
+        run=a.run,
     )
     return IndexDoc("attempts", a.id, attempt_text(a), metadata, ATTEMPT_MAX_TOKENS)
 
@@ -99,9 +111,17 @@ def experience_text(e: Experience) -> str:
 
 def experience_doc(e: Experience) -> IndexDoc:
     metadata = _meta(
-        task=e.task, signature=e.task_signature, family=e.family, dtype=e.dtype, arch=e.arch,
-        hardware=e.hardware, bottleneck=e.bottleneck, gain=e.gain, source=e.source,
-        techniques=list(e.techniques), created=e.created_at.timestamp(),
+        task=e.task,
+        signature=e.task_signature,
+        family=e.family,
+        dtype=e.dtype,
+        arch=e.arch,
+        hardware=e.hardware,
+        bottleneck=e.bottleneck,
+        gain=e.gain,
+        source=e.source,
+        techniques=list(e.techniques),
+        created=e.created_at.timestamp(),
     )
     return IndexDoc("experiences", e.id, experience_text(e), metadata, TEXT_MAX_TOKENS)
 
@@ -121,8 +141,14 @@ def skill_text(s: Skill) -> str:
 def skill_doc(s: Skill) -> IndexDoc:
     w = s.applies_when
     metadata = _meta(
-        name=s.name, status=s.status, version=s.version, techniques=list(s.techniques),
-        languages=list(s.languages), families=list(w.families), bottlenecks=list(w.bottlenecks),
-        dtypes=list(w.dtypes), min_arch=w.min_arch,
+        name=s.name,
+        status=s.status,
+        version=s.version,
+        techniques=list(s.techniques),
+        languages=list(s.languages),
+        families=list(w.families),
+        bottlenecks=list(w.bottlenecks),
+        dtypes=list(w.dtypes),
+        min_arch=w.min_arch,
     )
     return IndexDoc("skills", s.name, skill_text(s), metadata, TEXT_MAX_TOKENS)

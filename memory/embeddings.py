@@ -22,10 +22,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+from skillbase.memory.batching import Batcher, BatchStats
 
 from skillbase.config import default_embedding_threads
 from skillbase.errors import ConfigError, StoreError
-from skillbase.memory.batching import Batcher, BatchStats
 
 DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2"
 BACKENDS = ("auto", "onnx", "torch")
@@ -80,7 +80,9 @@ class EmbeddingCache:
         self._conn.execute("PRAGMA busy_timeout=60000")
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=NORMAL")  # a lost cache entry is only recomputed
-        self._conn.execute("CREATE TABLE IF NOT EXISTS embeddings (key TEXT PRIMARY KEY, vec BLOB NOT NULL) WITHOUT ROWID")
+        self._conn.execute(
+            "CREATE TABLE IF NOT EXISTS embeddings (key TEXT PRIMARY KEY, vec BLOB NOT NULL) WITHOUT ROWID"
+        )
         self._lock = threading.Lock()
 
     def get_many(self, keys: Sequence[str]) -> dict[str, np.ndarray]:
@@ -176,8 +178,15 @@ class _Recent:
 class _Model:
     """The lazily loaded sentence-transformers model, shared by embedders."""
 
-    def __init__(self, model: str | None, device: str, batch_size: int, threads: int | None, backend: str = "auto",
-                 precision: str = "int8"):
+    def __init__(
+        self,
+        model: str | None,
+        device: str,
+        batch_size: int,
+        threads: int | None,
+        backend: str = "auto",
+        precision: str = "int8",
+    ):
         if backend not in BACKENDS:
             raise ConfigError(f"unknown embedding backend {backend!r}", hint=f"one of {', '.join(BACKENDS)}")
         self.arg = model
@@ -235,12 +244,16 @@ class _Model:
                     self.encoder_note = "the model is named, not a directory"
             # Raised on every call, not only the first: nothing falls back to torch behind the setting.
             if self.encoder is None and self.quantized:
-                raise StoreError(f"cannot run the int8 embedding model: {self.encoder_note}",
-                                 hint="set SKILLBASE_EMBEDDING_PRECISION=fp32 (vectors of the float model; "
-                                      "a store indexed with int8 is indexed again)")
+                raise StoreError(
+                    f"cannot run the int8 embedding model: {self.encoder_note}",
+                    hint="set SKILLBASE_EMBEDDING_PRECISION=fp32 (vectors of the float model; "
+                    "a store indexed with int8 is indexed again)",
+                )
             if self.encoder is None and self.backend == "onnx":
-                raise StoreError(f"cannot run the embedding model with ONNX Runtime: {self.encoder_note}",
-                                 hint="set SKILLBASE_EMBEDDING_BACKEND=torch (or auto)")
+                raise StoreError(
+                    f"cannot run the embedding model with ONNX Runtime: {self.encoder_note}",
+                    hint="set SKILLBASE_EMBEDDING_BACKEND=torch (or auto)",
+                )
             return self.encoder
 
     def dimension(self) -> int:
@@ -294,8 +307,11 @@ class _Model:
             t0 = time.perf_counter()
             try:
                 vecs = st.encode(
-                    texts, batch_size=self.batch_size, normalize_embeddings=True,
-                    convert_to_numpy=True, show_progress_bar=False,
+                    texts,
+                    batch_size=self.batch_size,
+                    normalize_embeddings=True,
+                    convert_to_numpy=True,
+                    show_progress_bar=False,
                 )
             finally:
                 st.max_seq_length = default

@@ -139,8 +139,10 @@ def _sql_op(column: str, path: str, op: str, operand: Any, params: list[Any]) ->
         return any_eq if op == "$in" else f"NOT {any_eq}"
     if op in ("$contains", "$not_contains"):
         member = _sql_same("each.type", "each.value", operand, params)
-        has = f"coalesce({kind} = 'array' AND EXISTS (SELECT 1 FROM json_each({column}, '{path}') AS each " \
-              f"WHERE {member}), 0)"
+        has = (
+            f"coalesce({kind} = 'array' AND EXISTS (SELECT 1 FROM json_each({column}, '{path}') AS each "
+            f"WHERE {member}), 0)"
+        )
         return has if op == "$contains" else f"NOT {has}"
     if op in _COMPARE:
         params.append(operand)

@@ -30,8 +30,9 @@ AGAIN_LATER = "again later"
 class Follower:
     """Runs ``sync()`` in a daemon thread whenever poked; rounds never overlap."""
 
-    def __init__(self, sync: Callable[[], bool | None], *, name: str = "skillbase-index-follower",
-                 gather_s: float = 0.0):
+    def __init__(
+        self, sync: Callable[[], bool | None], *, name: str = "skillbase-index-follower", gather_s: float = 0.0
+    ):
         self._sync = sync
         self._name = name
         self._gather_s = gather_s

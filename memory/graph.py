@@ -46,8 +46,8 @@ from typing import Any
 
 import networkx as nx
 from pydantic import BaseModel, ConfigDict, Field
-
 from skillbase.memory.records import Change
+
 from skillbase.models import family_lineage
 
 SNAPSHOT_FORMAT = 1
@@ -148,8 +148,14 @@ def _update(stats: dict[str, float], gain: float | None, when: float) -> None:
 
 def _merge(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
     n = a["n"] + b["n"]
-    out = {"tries": a["tries"] + b["tries"], "succ": a["succ"] + b["succ"], "n": n,
-           "last": max(a["last"], b["last"]), "mean": 0.0, "m2": 0.0}
+    out = {
+        "tries": a["tries"] + b["tries"],
+        "succ": a["succ"] + b["succ"],
+        "n": n,
+        "last": max(a["last"], b["last"]),
+        "mean": 0.0,
+        "m2": 0.0,
+    }
     if n:
         d = b["mean"] - a["mean"]
         out["mean"] = a["mean"] + d * b["n"] / n
@@ -166,10 +172,19 @@ def _value(technique: str, context: str, arch: str | None, s: dict[str, float]) 
     se = math.sqrt((s["m2"] + PRIOR_VAR) / n / n) if n else None
     score = mean - se if mean is not None and se is not None else UNTIMED_SCORE
     return TechniqueValue(
-        technique=technique, context=context, arch=arch, tries=int(s["tries"]), successes=int(s["succ"]), timed=n,
-        mean_log_gain=mean, var_log_gain=var, std_err=se, expected_gain=math.exp(mean) if mean is not None else None,
+        technique=technique,
+        context=context,
+        arch=arch,
+        tries=int(s["tries"]),
+        successes=int(s["succ"]),
+        timed=n,
+        mean_log_gain=mean,
+        var_log_gain=var,
+        std_err=se,
+        expected_gain=math.exp(mean) if mean is not None else None,
         success_rate=(s["succ"] + 1) / (s["tries"] + 2),
-        last_seen=datetime.fromtimestamp(s["last"], timezone.utc) if s["last"] else None, score=score,
+        last_seen=datetime.fromtimestamp(s["last"], timezone.utc) if s["last"] else None,
+        score=score,
     )
 
 
@@ -177,9 +192,7 @@ def _epoch(iso: str | None) -> float:
     return datetime.fromisoformat(iso).timestamp() if iso else 0.0
 
 
-def context_node(
-    task_class: str | None = None, family: str | None = None, bottleneck: str | None = None
-) -> str:
+def context_node(task_class: str | None = None, family: str | None = None, bottleneck: str | None = None) -> str:
     """The graph node that holds value statistics for this combination."""
     bn = bottleneck if bottleneck and bottleneck != "unknown" else None
     if task_class and bn:
@@ -391,9 +404,20 @@ class ReasoningGraph:
             new = [t for t in step if t not in parent_attrs["techs"]]
             step = new or step
         self.g.add_node(
-            node, kind="attempt", task=r["task"], sig=r["signature"], verdict=r["verdict"], ms=r["median_ms"],
-            speedup=r["speedup"], arch=r["arch"], hw=r["hardware"], bn=r["bottleneck"], techs=list(r["techniques"]),
-            step=step, created=when, parent=parent if parent_attrs is not None else None,
+            node,
+            kind="attempt",
+            task=r["task"],
+            sig=r["signature"],
+            verdict=r["verdict"],
+            ms=r["median_ms"],
+            speedup=r["speedup"],
+            arch=r["arch"],
+            hw=r["hardware"],
+            bn=r["bottleneck"],
+            techs=list(r["techniques"]),
+            step=step,
+            created=when,
+            parent=parent if parent_attrs is not None else None,
         )
         self.g.add_edge(node, task, key="attempt-of")
         for t in step:
@@ -426,7 +450,9 @@ class ReasoningGraph:
         for a in p["step"]:
             for b in step:
                 if a != b:
-                    stats = self._edge(self._tech(a), self._tech(b), "transition", kind="transition", stats=_new_stats())
+                    stats = self._edge(
+                        self._tech(a), self._tech(b), "transition", kind="transition", stats=_new_stats()
+                    )
                     _update(stats["stats"], gain, when)
 
     def _rank(self, node: str, task: str) -> None:
@@ -446,8 +472,15 @@ class ReasoningGraph:
         if node in self.g:
             return
         when = _epoch(r["created_at"])
-        self.g.add_node(node, kind="experience", gain=r["gain"], family=r["family"], sig=r["signature"],
-                        arch=r["arch"], created=when)
+        self.g.add_node(
+            node,
+            kind="experience",
+            gain=r["gain"],
+            family=r["family"],
+            sig=r["signature"],
+            arch=r["arch"],
+            created=when,
+        )
         for t in r["techniques"]:
             self.g.add_edge(node, self._tech(t), key="teaches")
             if self._lessons is not None:
@@ -542,8 +575,10 @@ class ReasoningGraph:
                     continue
                 t = v.split(":", 1)[1]
                 pooled[t] = _merge(pooled[t], data["stats"]) if t in pooled else dict(data["stats"])
-            values = sorted((_value(t, ctx, arch, s) for t, s in pooled.items() if s["tries"] >= min_tries),
-                            key=lambda v: (-v.score, -v.tries, v.technique))
+            values = sorted(
+                (_value(t, ctx, arch, s) for t, s in pooled.items() if s["tries"] >= min_tries),
+                key=lambda v: (-v.score, -v.tries, v.technique),
+            )
             if len(self._values) >= VALUE_TABLES_MAX:
                 self._values.clear()
             self._values[key] = values
@@ -573,13 +608,17 @@ class ReasoningGraph:
                 classes = [f"class:{task_signature}"]
             elif family:
                 fam = f"family:{family}"
-                classes = [u for u, _, key in self.g.in_edges(fam, keys=True) if key == "in-family"] if fam in self.g else []
+                classes = (
+                    [u for u, _, key in self.g.in_edges(fam, keys=True) if key == "in-family"] if fam in self.g else []
+                )
             else:
                 classes = [n for n, d in self.g.nodes(data=True) if d.get("kind") == "class"]
             cands = []
             for cls in classes:
                 if cls in self.g:
-                    cands += [(s, n) for s, n in self.g.nodes[cls]["top"] if arch is None or self.g.nodes[n]["arch"] == arch]
+                    cands += [
+                        (s, n) for s, n in self.g.nodes[cls]["top"] if arch is None or self.g.nodes[n]["arch"] == arch
+                    ]
             cands.sort(key=lambda x: -x[0])
             seen, out = set(), []
             for speedup, node in cands:
@@ -587,8 +626,16 @@ class ReasoningGraph:
                 if a["task"] in seen:
                     continue
                 seen.add(a["task"])
-                out.append(Lineage(task=a["task"], signature=a["sig"], attempt_id=node[4:], speedup_vs_eager=speedup,
-                                   arch=a["arch"], steps=self._path(node)))
+                out.append(
+                    Lineage(
+                        task=a["task"],
+                        signature=a["sig"],
+                        attempt_id=node[4:],
+                        speedup_vs_eager=speedup,
+                        arch=a["arch"],
+                        steps=self._path(node),
+                    )
+                )
                 if len(out) == k:
                     break
         return out
@@ -654,11 +701,20 @@ class ReasoningGraph:
             gain = None
             if i > 0:
                 gain = self.g.edges[a["parent"], n, "derived-from"]["gain"]
-            steps.append(LineageStep(attempt_id=n[4:], techniques=a["step"], gain=gain, verdict=a["verdict"],
-                                     speedup_vs_eager=a["speedup"]))
+            steps.append(
+                LineageStep(
+                    attempt_id=n[4:],
+                    techniques=a["step"],
+                    gain=gain,
+                    verdict=a["verdict"],
+                    speedup_vs_eager=a["speedup"],
+                )
+            )
         return steps
 
-    def experiences_for_technique(self, technique: str, *, k: int = 10, family: str | None = None) -> list[ExperienceRef]:
+    def experiences_for_technique(
+        self, technique: str, *, k: int = 10, family: str | None = None
+    ) -> list[ExperienceRef]:
         """Experiences that teach ``technique`` (in ``family`` when given),
         largest measured gain first, then newest."""
         key = (technique, family)
@@ -675,8 +731,13 @@ class ReasoningGraph:
                 self._lessons_unsorted.discard(key)
             top = [(node, self.g.nodes[node]) for _, _, node in entries[:k]]
         return [
-            ExperienceRef(id=node[4:], gain=e["gain"], family=e["family"], arch=e["arch"],
-                          created_at=datetime.fromtimestamp(e["created"], timezone.utc))
+            ExperienceRef(
+                id=node[4:],
+                gain=e["gain"],
+                family=e["family"],
+                arch=e["arch"],
+                created_at=datetime.fromtimestamp(e["created"], timezone.utc),
+            )
             for node, e in top
         ]
 
@@ -695,7 +756,8 @@ class ReasoningGraph:
                 return []
             skills = [
                 SkillRef(name=u[6:], status=self.g.nodes[u]["status"], version=self.g.nodes[u]["version"])
-                for u, _, key in self.g.in_edges(node, keys=True) if key == "implements"
+                for u, _, key in self.g.in_edges(node, keys=True)
+                if key == "implements"
             ]
         return sorted(skills, key=lambda s: (order.get(s.status, 3), s.name))
 
@@ -706,7 +768,11 @@ class ReasoningGraph:
         with self._lock:
             if node not in self.g:
                 return []
-            out = [(v[5:], d["weight"]) for _, v, key, d in self.g.out_edges(node, keys=True, data=True) if key == "similar-to"]
+            out = [
+                (v[5:], d["weight"])
+                for _, v, key, d in self.g.out_edges(node, keys=True, data=True)
+                if key == "similar-to"
+            ]
         return sorted(out, key=lambda x: (-x[1], x[0]))[:k]
 
     def feedback(self, kind: str, item_id: str) -> dict[str, int]:
@@ -738,7 +804,9 @@ class ReasoningGraph:
         """Write a snapshot atomically (temp file + rename)."""
         with self._lock:
             data = {
-                "format": SNAPSHOT_FORMAT, "store_id": self.store_id, "seq": self.seq,
+                "format": SNAPSHOT_FORMAT,
+                "store_id": self.store_id,
+                "seq": self.seq,
                 "nodes": [[n, d] for n, d in self.g.nodes(data=True)],
                 "edges": [[u, v, k, d] for u, v, k, d in self.g.edges(keys=True, data=True)],
             }

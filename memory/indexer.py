@@ -12,7 +12,6 @@ from collections import defaultdict
 from typing import NamedTuple
 
 import numpy as np
-
 from skillbase.memory.documents import IndexDoc, attempt_doc, experience_doc, skill_doc
 from skillbase.memory.embeddings import Embedder
 from skillbase.memory.ledger import Ledger
@@ -30,7 +29,9 @@ def latest_ops(changes: list[Change]) -> dict[tuple[str, str], str]:
 
 
 def plan(
-    ledger: Ledger, changes: list[Change], known: dict[tuple[str, str], IndexDoc] | None = None,
+    ledger: Ledger,
+    changes: list[Change],
+    known: dict[tuple[str, str], IndexDoc] | None = None,
 ) -> tuple[list[IndexDoc], dict[str, list[str]]]:
     """Documents to upsert and ids to delete (per collection) for a batch of
     changes; a record changed several times is indexed once, as it is now.
@@ -68,7 +69,7 @@ def embed_docs(embedder: Embedder, docs: list[IndexDoc]) -> np.ndarray:
     for max_tokens, idx in groups.items():
         # In slices: a query embedding waiting for the model waits for one slice, not a backlog.
         for lo in range(0, len(idx), EMBED_SLICE):
-            part = idx[lo:lo + EMBED_SLICE]
+            part = idx[lo : lo + EMBED_SLICE]
             vecs = embedder.embed([docs[i].text for i in part], max_tokens=max_tokens)
             for i, v in zip(part, vecs):
                 out[i] = v
@@ -102,7 +103,11 @@ class Planned(NamedTuple):
 
 
 def plan_after(
-    ledger: Ledger, after: int, *, limit: int, known: dict[tuple[str, str], IndexDoc] | None = None,
+    ledger: Ledger,
+    after: int,
+    *,
+    limit: int,
+    known: dict[tuple[str, str], IndexDoc] | None = None,
 ) -> Planned | None:
     """Plan the next ``limit`` changes after seq ``after`` (None when there are none)."""
     changes = ledger.changes_after(after, limit=limit)
@@ -113,8 +118,13 @@ def plan_after(
 
 
 def prepare(
-    ledger: Ledger, embedder: Embedder, after: int, *, limit: int,
-    known: dict[tuple[str, str], IndexDoc] | None = None, planned: Planned | None = None,
+    ledger: Ledger,
+    embedder: Embedder,
+    after: int,
+    *,
+    limit: int,
+    known: dict[tuple[str, str], IndexDoc] | None = None,
+    planned: Planned | None = None,
 ) -> Prepared | None:
     """Plan (unless ``planned`` is that plan already) and embed the next ``limit`` changes after
     seq ``after`` (None when there are none), so the lock is held for chroma writes only."""
@@ -143,8 +153,14 @@ def all_cached(embedder: Embedder, docs: list[IndexDoc]) -> bool:
 
 
 def catch_up(
-    ledger: Ledger, index: VectorIndex, embedder: Embedder, state: dict, *, batch: int = 256,
-    max_batches: int | None = None, prepared: Prepared | None = None,
+    ledger: Ledger,
+    index: VectorIndex,
+    embedder: Embedder,
+    state: dict,
+    *,
+    batch: int = 256,
+    max_batches: int | None = None,
+    prepared: Prepared | None = None,
     known: dict[tuple[str, str], IndexDoc] | None = None,
 ) -> int:
     """Apply the ledger's changes after ``state['seq']`` to the index, in
@@ -176,7 +192,9 @@ def catch_up(
     return applied
 
 
-def _apply(index: VectorIndex, seq: int, docs: list[IndexDoc], deletes: dict[str, list[str]], vectors: np.ndarray) -> None:
+def _apply(
+    index: VectorIndex, seq: int, docs: list[IndexDoc], deletes: dict[str, list[str]], vectors: np.ndarray
+) -> None:
     # One chroma upsert per collection for the whole batch.
     dim = int(vectors.shape[1]) if len(docs) else None
     if docs or deletes:

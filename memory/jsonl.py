@@ -16,13 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
-
-from skillbase.errors import InvalidInput
-from skillbase.models import Attempt, Experience, Feedback, ProfileReport, SkillVersion, Technique
-
 from skillbase.memory.ledger import Ledger
 from skillbase.memory.records import TaskRecord, parse_signature
 from skillbase.memory.techniques import Vocabulary
+
+from skillbase.errors import InvalidInput
+from skillbase.models import Attempt, Experience, Feedback, ProfileReport, SkillVersion, Technique
 
 FORMAT = "skillbase-memory"
 FORMAT_VERSION = 1
@@ -89,7 +88,9 @@ def _check_header(line: str, path: Path) -> None:
     if not isinstance(header, dict) or header.get("format") != FORMAT:
         raise InvalidInput(f"line 1 of {path}: not a {FORMAT} header", hint="is this a skillbase memory export?")
     if header.get("version") != FORMAT_VERSION:
-        raise InvalidInput(f"line 1 of {path}: export format version {header.get('version')!r}, expected {FORMAT_VERSION}")
+        raise InvalidInput(
+            f"line 1 of {path}: export format version {header.get('version')!r}, expected {FORMAT_VERSION}"
+        )
 
 
 def _parse_line(line: str, no: int) -> tuple[str, Any]:

@@ -20,14 +20,24 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from skillbase.errors import InvalidInput, LimitExceeded, NotFound, StoreError, UnknownTechnique
-from skillbase.models import (Attempt, Experience, Feedback, ProfileReport, Skill, SkillVersion, TaskInfo, Technique,
-                              content_hash, utcnow)
-
 from skillbase.memory.batching import Batcher
 from skillbase.memory.records import Change, TaskRecord, check_finite, parse_signature, sort_time
 from skillbase.memory.schema import migrate, read_version
 from skillbase.memory.techniques import Vocabulary, technique_key
+
+from skillbase.errors import InvalidInput, LimitExceeded, NotFound, StoreError, UnknownTechnique
+from skillbase.models import (
+    Attempt,
+    Experience,
+    Feedback,
+    ProfileReport,
+    Skill,
+    SkillVersion,
+    TaskInfo,
+    Technique,
+    content_hash,
+    utcnow,
+)
 
 _ATTEMPT_COLUMNS = (
     "id, task, task_signature, family, dtype, regime, source_hash, language, parent_id, verdict, "
@@ -189,8 +199,7 @@ class Ledger:
     def _open_reader(self) -> sqlite3.Connection:
         if self._closed:
             raise StoreError(f"the ledger {self.path} is closed", hint="open the store again")
-        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
-                               timeout=self._busy_ms / 1000)
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=self._busy_ms / 1000)
         conn.execute(f"PRAGMA busy_timeout={self._busy_ms}")
         conn.execute("PRAGMA query_only=1")
         return conn
@@ -256,9 +265,7 @@ class Ledger:
 
     def changes_after(self, seq: int, limit: int = 1000) -> list[Change]:
         """Changes committed after ``seq``, oldest first, at most ``limit``."""
-        rows = self._query(
-            "SELECT seq, kind, item_id, op FROM outbox WHERE seq > ? ORDER BY seq LIMIT ?", (seq, limit)
-        )
+        rows = self._query("SELECT seq, kind, item_id, op FROM outbox WHERE seq > ? ORDER BY seq LIMIT ?", (seq, limit))
         return [Change(*r) for r in rows]
 
     def counts(self) -> dict[str, int]:
@@ -433,9 +440,29 @@ class Ledger:
         self._touch_task(cur, a.task, a.task_signature, created)
         cur.execute(
             f"INSERT INTO attempts({_ATTEMPT_COLUMNS}) VALUES ({','.join('?' * 21)})",
-            (a.id, a.task, a.task_signature, family, dtype, regime, a.source_hash, a.language, a.parent_id,
-             a.verdict, a.median_ms, a.speedup_vs_eager, a.speedup_vs_compile, a.pct_sol, a.bottleneck,
-             a.hardware, a.arch, a.session, a.agent, created, record),
+            (
+                a.id,
+                a.task,
+                a.task_signature,
+                family,
+                dtype,
+                regime,
+                a.source_hash,
+                a.language,
+                a.parent_id,
+                a.verdict,
+                a.median_ms,
+                a.speedup_vs_eager,
+                a.speedup_vs_compile,
+                a.pct_sol,
+                a.bottleneck,
+                a.hardware,
+                a.arch,
+                a.session,
+                a.agent,
+                created,
+                record,
+            ),
         )
         cur.executemany(
             "INSERT INTO attempt_techniques(attempt_id, technique, pos) VALUES (?, ?, ?)",
@@ -509,8 +536,10 @@ class Ledger:
             ("json_extract(a.record, '$.run') = ?", run),
             ("a.verdict = ?", verdict),
             ("a.created_at >= ?", sort_time(since) if since is not None else None),
-            ("a.id IN (SELECT attempt_id FROM attempt_techniques WHERE technique = ?)",
-             self.canonical_technique(technique) if technique is not None else None),
+            (
+                "a.id IN (SELECT attempt_id FROM attempt_techniques WHERE technique = ?)",
+                self.canonical_technique(technique) if technique is not None else None,
+            ),
         )
         sql = f"SELECT a.record, s.text FROM attempts a JOIN sources s ON s.hash = a.source_hash{where}"
         rows = self._query(sql + " ORDER BY a.seq DESC LIMIT ?", [*params, _limit(limit)])
@@ -551,8 +580,23 @@ class Ledger:
                 chunk,
             )
             techs = self._techniques_of("attempt_techniques", "attempt_id", chunk)
-            keys = ("id", "task", "signature", "family", "dtype", "regime", "parent_id", "verdict", "median_ms",
-                    "speedup", "bottleneck", "hardware", "arch", "created_at", "language")
+            keys = (
+                "id",
+                "task",
+                "signature",
+                "family",
+                "dtype",
+                "regime",
+                "parent_id",
+                "verdict",
+                "median_ms",
+                "speedup",
+                "bottleneck",
+                "hardware",
+                "arch",
+                "created_at",
+                "language",
+            )
             for r in rows:
                 d = dict(zip(keys, r))
                 d["techniques"] = techs.get(d["id"], [])
@@ -596,9 +640,14 @@ class Ledger:
         """The tasks with these names that the ledger knows (unknown names are skipped)."""
         out = []
         for chunk in _chunks(list(names), 500):
-            out += [_task_from_row(r) for r in self._query(
-                "SELECT name, signature, family, dtype, regime, info, first_seen, updated_at FROM tasks "
-                f"WHERE name IN ({','.join('?' * len(chunk))})", chunk)]
+            out += [
+                _task_from_row(r)
+                for r in self._query(
+                    "SELECT name, signature, family, dtype, regime, info, first_seen, updated_at FROM tasks "
+                    f"WHERE name IN ({','.join('?' * len(chunk))})",
+                    chunk,
+                )
+            ]
         return out
 
     def rederive_task(self, info: TaskInfo) -> int:
@@ -609,26 +658,43 @@ class Ledger:
         changed = 0
         with self.write() as cur:
             for table, kind in (("attempts", "attempt"), ("experiences", "experience")):
-                rows = cur.execute(f"SELECT id, record FROM {table} WHERE task=? AND task_signature IS NOT NULL "
-                                   "AND task_signature != ?", (info.name, sig)).fetchall()
+                rows = cur.execute(
+                    f"SELECT id, record FROM {table} WHERE task=? AND task_signature IS NOT NULL "
+                    "AND task_signature != ?",
+                    (info.name, sig),
+                ).fetchall()
                 for item_id, record in rows:
                     data = json.loads(record)
                     data.update(task_signature=sig, family=family, dtype=dtype)
                     extra = ", regime=?" if table == "attempts" else ""
-                    cur.execute(f"UPDATE {table} SET task_signature=?, family=?, dtype=?{extra}, record=? WHERE id=?",
-                                (sig, family, dtype, *([regime] if extra else []),
-                                 json.dumps(data, separators=(",", ":")), item_id))
+                    cur.execute(
+                        f"UPDATE {table} SET task_signature=?, family=?, dtype=?{extra}, record=? WHERE id=?",
+                        (
+                            sig,
+                            family,
+                            dtype,
+                            *([regime] if extra else []),
+                            json.dumps(data, separators=(",", ":")),
+                            item_id,
+                        ),
+                    )
                     self._change(cur, kind, item_id)
                     changed += 1
             self._touch_task(cur, info.name, sig, sort_time(utcnow()))
-            cur.execute("UPDATE tasks SET signature=?, family=?, dtype=?, regime=?, info=? WHERE name=?",
-                        (sig, family, dtype, regime, info.model_dump_json(), info.name))
+            cur.execute(
+                "UPDATE tasks SET signature=?, family=?, dtype=?, regime=?, info=? WHERE name=?",
+                (sig, family, dtype, regime, info.model_dump_json(), info.name),
+            )
             self._change(cur, "task", info.name)
         return changed
 
     def list_tasks(self, family: str | None = None) -> list[TaskRecord]:
         sql = "SELECT name, signature, family, dtype, regime, info, first_seen, updated_at FROM tasks"
-        rows = self._query(sql + " WHERE family=? ORDER BY name", (family,)) if family else self._query(sql + " ORDER BY name")
+        rows = (
+            self._query(sql + " WHERE family=? ORDER BY name", (family,))
+            if family
+            else self._query(sql + " ORDER BY name")
+        )
         return [_task_from_row(r) for r in rows]
 
     # -- experiences ---------------------------------------------------------
@@ -648,8 +714,24 @@ class Ledger:
             raise InvalidInput(f"experience {e.id} is already recorded with different content", hint="use a new id")
         cur.execute(
             f"INSERT INTO experiences({_EXPERIENCE_COLUMNS}) VALUES ({','.join('?' * 16)})",
-            (e.id, e.task, e.task_signature, e.family, e.dtype, e.before_attempt, e.after_attempt, e.gain,
-             e.bottleneck, e.arch, e.hardware, e.source, e.session, e.agent, sort_time(e.created_at), record),
+            (
+                e.id,
+                e.task,
+                e.task_signature,
+                e.family,
+                e.dtype,
+                e.before_attempt,
+                e.after_attempt,
+                e.gain,
+                e.bottleneck,
+                e.arch,
+                e.hardware,
+                e.source,
+                e.session,
+                e.agent,
+                sort_time(e.created_at),
+                record,
+            ),
         )
         cur.executemany(
             "INSERT INTO experience_techniques(experience_id, technique, pos) VALUES (?, ?, ?)",
@@ -686,8 +768,10 @@ class Ledger:
             ("task = ?", task),
             ("family = ?", family),
             ("created_at >= ?", sort_time(since) if since is not None else None),
-            ("id IN (SELECT experience_id FROM experience_techniques WHERE technique = ?)",
-             self.canonical_technique(technique) if technique is not None else None),
+            (
+                "id IN (SELECT experience_id FROM experience_techniques WHERE technique = ?)",
+                self.canonical_technique(technique) if technique is not None else None,
+            ),
         )
         rows = self._query(f"SELECT record FROM experiences{where} ORDER BY seq DESC LIMIT ?", [*params, _limit(limit)])
         return [Experience.model_validate_json(r[0]) for r in rows]
@@ -695,8 +779,20 @@ class Ledger:
     def experience_rows(self, ids: Sequence[str]) -> list[dict[str, Any]]:
         """Light rows for building the graph."""
         out: list[dict[str, Any]] = []
-        keys = ("id", "task", "signature", "family", "dtype", "before", "after", "gain", "bottleneck", "arch",
-                "created_at", "source")
+        keys = (
+            "id",
+            "task",
+            "signature",
+            "family",
+            "dtype",
+            "before",
+            "after",
+            "gain",
+            "bottleneck",
+            "arch",
+            "created_at",
+            "source",
+        )
         for chunk in _chunks(list(ids), 500):
             rows = self._query(
                 "SELECT id, task, task_signature, family, dtype, before_attempt, after_attempt, gain, bottleneck, "
@@ -729,15 +825,22 @@ class Ledger:
                     return latest
             version = (row[0] + 1) if row else 1
             sv = SkillVersion(
-                name=skill.name, version=version, status=skill.status, author=author, reason=reason,
-                created_at=utcnow(), skill=skill.model_copy(update={"version": version}),
+                name=skill.name,
+                version=version,
+                status=skill.status,
+                author=author,
+                reason=reason,
+                created_at=utcnow(),
+                skill=skill.model_copy(update={"version": version}),
             )
             self._insert_skill_version(cur, sv)
         return sv.skill
 
     def _insert_skill_version(self, cur: sqlite3.Cursor, sv: SkillVersion) -> bool:
         record = sv.model_dump_json()
-        row = cur.execute("SELECT record FROM skill_versions WHERE name=? AND version=?", (sv.name, sv.version)).fetchone()
+        row = cur.execute(
+            "SELECT record FROM skill_versions WHERE name=? AND version=?", (sv.name, sv.version)
+        ).fetchone()
         if row is not None:
             if row[0] == record:
                 return False
@@ -797,7 +900,10 @@ class Ledger:
         }[fb.item_kind]
         if cur.execute(f"SELECT 1 FROM {table} WHERE {column}=?", (fb.item_id,)).fetchone() is None:
             raise InvalidInput(f"feedback names {fb.item_kind} {fb.item_id!r}, which is not in the ledger")
-        if fb.attempt_id is not None and cur.execute("SELECT 1 FROM attempts WHERE id=?", (fb.attempt_id,)).fetchone() is None:
+        if (
+            fb.attempt_id is not None
+            and cur.execute("SELECT 1 FROM attempts WHERE id=?", (fb.attempt_id,)).fetchone() is None
+        ):
             raise InvalidInput(f"feedback names attempt {fb.attempt_id!r}, which is not in the ledger")
         record = fb.model_dump_json()
         fid = "fb_" + content_hash(record)
@@ -806,13 +912,23 @@ class Ledger:
         cur.execute(
             "INSERT INTO feedback(id, item_kind, item_id, used, attempt_id, improved, created_at, record) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (fid, fb.item_kind, fb.item_id, int(fb.used), fb.attempt_id,
-             None if fb.improved is None else int(fb.improved), sort_time(fb.created_at), record),
+            (
+                fid,
+                fb.item_kind,
+                fb.item_id,
+                int(fb.used),
+                fb.attempt_id,
+                None if fb.improved is None else int(fb.improved),
+                sort_time(fb.created_at),
+                record,
+            ),
         )
         self._change(cur, "feedback", fid)
         return fid, True
 
-    def list_feedback(self, item_kind: str | None = None, item_id: str | None = None, limit: int = 1000) -> list[Feedback]:
+    def list_feedback(
+        self, item_kind: str | None = None, item_id: str | None = None, limit: int = 1000
+    ) -> list[Feedback]:
         """Feedback records, newest first."""
         where, params = _filters(("item_kind = ?", item_kind), ("item_id = ?", item_id))
         rows = self._query(f"SELECT record FROM feedback{where} ORDER BY seq DESC LIMIT ?", [*params, _limit(limit)])
@@ -845,15 +961,19 @@ class Ledger:
         pid = "prf_" + content_hash(profile.attempt_id or "", record)
         if cur.execute("SELECT 1 FROM profiles WHERE id=?", (pid,)).fetchone() is not None:
             return pid, False
-        cur.execute("INSERT INTO profiles(id, attempt_id, state, created_at, record) VALUES (?, ?, ?, ?, ?)",
-                    (pid, profile.attempt_id, profile.state, sort_time(utcnow()), record))
+        cur.execute(
+            "INSERT INTO profiles(id, attempt_id, state, created_at, record) VALUES (?, ?, ?, ?, ?)",
+            (pid, profile.attempt_id, profile.state, sort_time(utcnow()), record),
+        )
         self._change(cur, "profile", pid)
         return pid, True
 
     def get_profile(self, attempt_id: str) -> ProfileReport | None:
         """The latest profile with counters stored with an attempt (else the latest of any), or None."""
-        rows = self._query("SELECT record FROM profiles WHERE attempt_id=? ORDER BY state IS NOT NULL DESC, seq DESC "
-                           "LIMIT 1", (attempt_id,))
+        rows = self._query(
+            "SELECT record FROM profiles WHERE attempt_id=? ORDER BY state IS NOT NULL DESC, seq DESC LIMIT 1",
+            (attempt_id,),
+        )
         return ProfileReport.model_validate_json(rows[0][0]) if rows else None
 
     def profile_rows(self, ids: Sequence[str]) -> list[dict[str, Any]]:
@@ -861,7 +981,8 @@ class Ledger:
         out = []
         for chunk in _chunks(list(ids), 500):
             rows = self._query(
-                f"SELECT id, attempt_id, state FROM profiles WHERE id IN ({','.join('?' * len(chunk))})", chunk)
+                f"SELECT id, attempt_id, state FROM profiles WHERE id IN ({','.join('?' * len(chunk))})", chunk
+            )
             out += [dict(zip(("id", "attempt_id", "state"), r)) for r in rows]
         return out
 
@@ -921,7 +1042,10 @@ class Ledger:
         if kind == "feedback":
             return int(self._insert_feedback(cur, rec)[1])
         if kind == "profile":
-            if not rec.attempt_id or cur.execute("SELECT 1 FROM attempts WHERE id=?", (rec.attempt_id,)).fetchone() is None:
+            if (
+                not rec.attempt_id
+                or cur.execute("SELECT 1 FROM attempts WHERE id=?", (rec.attempt_id,)).fetchone() is None
+            ):
                 raise InvalidInput(f"profile of attempt {rec.attempt_id!r}, which is not in the ledger")
             return int(self._insert_profile(cur, rec)[1])
         raise InvalidInput(f"unknown record kind {kind!r}")
@@ -935,9 +1059,13 @@ class Ledger:
             # The upsert below keeps local info and widens the time span: a record that would
             # leave the row as it is adds nothing (re-seeding must report 0 new records).
             have = _task_from_row(row)
-            merged = t.model_copy(update={"info": t.info or have.info,
-                                          "first_seen": min(have.first_seen, t.first_seen),
-                                          "updated_at": max(have.updated_at, t.updated_at)})
+            merged = t.model_copy(
+                update={
+                    "info": t.info or have.info,
+                    "first_seen": min(have.first_seen, t.first_seen),
+                    "updated_at": max(have.updated_at, t.updated_at),
+                }
+            )
             if merged == have:
                 return False
         cur.execute(
@@ -946,8 +1074,16 @@ class Ledger:
             "family=excluded.family, dtype=excluded.dtype, regime=excluded.regime, "
             "info=COALESCE(excluded.info, tasks.info), first_seen=MIN(tasks.first_seen, excluded.first_seen), "
             "updated_at=MAX(tasks.updated_at, excluded.updated_at)",
-            (t.name, t.signature, t.family, t.dtype, t.regime, t.info.model_dump_json() if t.info else None,
-             sort_time(t.first_seen), sort_time(t.updated_at)),
+            (
+                t.name,
+                t.signature,
+                t.family,
+                t.dtype,
+                t.regime,
+                t.info.model_dump_json() if t.info else None,
+                sort_time(t.first_seen),
+                sort_time(t.updated_at),
+            ),
         )
         self._change(cur, "task", t.name)
         return True
@@ -980,9 +1116,14 @@ class _Outcome:
 def _task_from_row(row: Sequence[Any]) -> TaskRecord:
     name, signature, family, dtype, regime, info, first_seen, updated_at = row
     return TaskRecord(
-        name=name, signature=signature, family=family, dtype=dtype, regime=regime,
+        name=name,
+        signature=signature,
+        family=family,
+        dtype=dtype,
+        regime=regime,
         info=TaskInfo.model_validate_json(info) if info else None,
-        first_seen=datetime.fromisoformat(first_seen), updated_at=datetime.fromisoformat(updated_at),
+        first_seen=datetime.fromisoformat(first_seen),
+        updated_at=datetime.fromisoformat(updated_at),
     )
 
 
@@ -1003,4 +1144,3 @@ def _limit(limit: int) -> int:
     if not isinstance(limit, int) or limit < 1:
         raise InvalidInput(f"limit must be a positive integer, got {limit!r}")
     return min(limit, 100_000)
-

@@ -100,8 +100,9 @@ def sweep_leftovers(folder: Path, older_than_s: float = LEFTOVER_AGE_S) -> list[
             continue
         removed.append(p.name)
     if removed:
-        logging.getLogger(__name__).info("removed %d leftover model work file(s) from %s: %s",
-                                         len(removed), folder, ", ".join(removed))
+        logging.getLogger(__name__).info(
+            "removed %d leftover model work file(s) from %s: %s", len(removed), folder, ", ".join(removed)
+        )
     return removed
 
 
@@ -115,7 +116,8 @@ def plain_model(model_dir: Path) -> tuple[bool, str]:
             return False, f"modules {kinds}"
         pooling = json.loads((model_dir / modules[1]["path"] / "config.json").read_text())
         if not pooling.get("pooling_mode_mean_tokens") or any(
-                v for k, v in pooling.items() if k.startswith("pooling_mode_") and k != "pooling_mode_mean_tokens"):
+            v for k, v in pooling.items() if k.startswith("pooling_mode_") and k != "pooling_mode_mean_tokens"
+        ):
             return False, "pooling other than the mean of the tokens"
         if not (model_dir / "tokenizer.json").is_file():
             return False, "no tokenizer.json"
@@ -191,15 +193,15 @@ class OnnxEncoder:
         for i in range(0, len(texts), batch_size):
             with self._lock:
                 self.tokenizer.enable_truncation(max_length=limit)
-                encs = self.tokenizer.encode_batch(texts[i:i + batch_size])
+                encs = self.tokenizer.encode_batch(texts[i : i + batch_size])
             n = max(len(e.ids) for e in encs)
             ids = np.zeros((len(encs), n), dtype=np.int64)
             mask = np.zeros((len(encs), n), dtype=np.int64)
             types = np.zeros((len(encs), n), dtype=np.int64)
             for j, e in enumerate(encs):
-                ids[j, :len(e.ids)] = e.ids
-                mask[j, :len(e.ids)] = e.attention_mask
-                types[j, :len(e.ids)] = e.type_ids
+                ids[j, : len(e.ids)] = e.ids
+                mask[j, : len(e.ids)] = e.attention_mask
+                types[j, : len(e.ids)] = e.type_ids
             hidden = self.session.run(None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": types})[0]
             m = mask[..., None].astype(np.float32)
             pooled = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
@@ -217,23 +219,36 @@ def export(st: Any, path: Path) -> None:
             self.body = body
 
         def forward(self, input_ids, attention_mask, token_type_ids):
-            return self.body(input_ids=input_ids, attention_mask=attention_mask,
-                             token_type_ids=token_type_ids).last_hidden_state
+            return self.body(
+                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+            ).last_hidden_state
 
     body = st[0].auto_model.eval()
     sample = st.tokenizer([PROBES[0], PROBES[1]], padding=True, return_tensors="pt")
     args = tuple(sample[k].to("cpu") for k in ("input_ids", "attention_mask", "token_type_ids"))
-    axes = {"input_ids": {0: "batch", 1: "tokens"}, "attention_mask": {0: "batch", 1: "tokens"},
-            "token_type_ids": {0: "batch", 1: "tokens"}, "hidden": {0: "batch", 1: "tokens"}}
+    axes = {
+        "input_ids": {0: "batch", 1: "tokens"},
+        "attention_mask": {0: "batch", 1: "tokens"},
+        "token_type_ids": {0: "batch", 1: "tokens"},
+        "hidden": {0: "batch", 1: "tokens"},
+    }
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")
-        torch.onnx.export(Hidden(body), args, str(path), dynamo=False, opset_version=OPSET,
-                          input_names=["input_ids", "attention_mask", "token_type_ids"],
-                          output_names=["hidden"], dynamic_axes=axes)
+        torch.onnx.export(
+            Hidden(body),
+            args,
+            str(path),
+            dynamo=False,
+            opset_version=OPSET,
+            input_names=["input_ids", "attention_mask", "token_type_ids"],
+            output_names=["hidden"],
+            dynamic_axes=axes,
+        )
 
 
-def open_encoder(model_dir: Path, threads: int, load_st: Callable[[], Any],
-                 quantized: bool = False) -> tuple[OnnxEncoder | None, str]:
+def open_encoder(
+    model_dir: Path, threads: int, load_st: Callable[[], Any], quantized: bool = False
+) -> tuple[OnnxEncoder | None, str]:
     """An encoder for ``model_dir``, exporting (and checking) it on first use; (None, why) where the
     model is not of the plain kind, ONNX Runtime or the exporter is missing, or the export disagrees
     with the torch model. With ``quantized``, the int8 model made from that export (``quantize``)."""
@@ -270,8 +285,9 @@ def _open_float(model_dir: Path, threads: int, load_st: Callable[[], Any]) -> tu
         import onnx  # noqa: F401  (torch.onnx writes through it)
     except ImportError:
         return None, "onnx is not installed (needed once, to export the model)"
-    announce.info("preparing the embedding model for this user: exporting it to ONNX once (about 10 s; kept in %s)",
-                  path.parent)
+    announce.info(
+        "preparing the embedding model for this user: exporting it to ONNX once (about 10 s; kept in %s)", path.parent
+    )
     st = load_st()
     # Exported and checked under a name of its own; only a checked export takes the shared name
     # (atomically), so another process never opens one that is half written or wrong.
@@ -291,8 +307,9 @@ def _open_float(model_dir: Path, threads: int, load_st: Callable[[], Any]) -> tu
             default = st.max_seq_length
             st.max_seq_length = min(max_tokens, default) if max_tokens else default
             try:
-                want = st.encode(list(PROBES), normalize_embeddings=True, convert_to_numpy=True,
-                                 show_progress_bar=False)
+                want = st.encode(
+                    list(PROBES), normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
+                )
             finally:
                 st.max_seq_length = default
             diff = float(np.abs(got - want).max())
@@ -341,8 +358,9 @@ def quantize(float_path: Path, out: Path) -> None:
                 os.link(float_path, src)
             except OSError:  # a file system without hard links
                 shutil.copyfile(float_path, src)
-            quantize_dynamic(str(src), str(out), per_channel=True, weight_type=QuantType.QInt8,
-                             op_types_to_quantize=["MatMul"])
+            quantize_dynamic(
+                str(src), str(out), per_channel=True, weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul"]
+            )
     finally:
         logging.getLogger().removeFilter(advice)
 
@@ -366,8 +384,9 @@ def _open_quantized(float_enc: OnnxEncoder, model_dir: Path, threads: int) -> tu
             want = float_enc.encode(list(PROBES), max_tokens)
             cos = float((got * want).sum(axis=1).min())
             if cos < MIN_COS:
-                return None, (f"the int8 model's vectors are too far from the float model's "
-                              f"(cosine {cos:.4f}, limit {MIN_COS})")
+                return None, (
+                    f"the int8 model's vectors are too far from the float model's (cosine {cos:.4f}, limit {MIN_COS})"
+                )
         os.replace(tmp, path)
         enc.path = path
     finally:

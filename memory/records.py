@@ -14,6 +14,7 @@ from skillbase.models import DTYPES, FAMILIES, Record, TaskInfo
 
 REGIMES = ("tiny", "small", "medium", "large")
 
+
 class Change(NamedTuple):
     """One row of the ledger's change log: what changed, in commit order."""
 
@@ -51,12 +52,16 @@ class StoreStats(Record):
     counts: dict[str, int] = Field(description="rows per ledger table")
     index_counts: dict[str, int] = Field(default_factory=dict, description="records per chroma collection")
     index_unreached: dict[str, int] = Field(
-        default_factory=dict, description="records per collection chroma's search does not reach, answered from the mirror")
+        default_factory=dict,
+        description="records per collection chroma's search does not reach, answered from the mirror",
+    )
     index_graphs: dict[str, dict[str, int]] = Field(
-        default_factory=dict, description="each collection's HNSW graph: links a node, candidates an insert weighs")
+        default_factory=dict, description="each collection's HNSW graph: links a node, candidates an insert weighs"
+    )
     index_sparser: list[str] = Field(
-        default_factory=list, description="collections made with a sparser graph than new ones "
-                                          "(`skillbase memory reindex` makes them again)")
+        default_factory=list,
+        description="collections made with a sparser graph than new ones (`skillbase memory reindex` makes them again)",
+    )
     graph_counts: dict[str, int] = Field(default_factory=dict, description="graph nodes per kind, edges per kind")
     disk_bytes: dict[str, int] = Field(description="bytes on disk: ledger (with WAL), chroma, graph, cache")
     chroma: str = Field(description="'embedded <path>' or 'server <url>'")
@@ -68,7 +73,8 @@ class IndexCheck(Record):
 
     looked_for: dict[str, int] = Field(description="records per collection looked for")
     newly_unreached: dict[str, int] = Field(
-        description="records per collection chroma's search no longer reached, answered from the mirror from now on")
+        description="records per collection chroma's search no longer reached, answered from the mirror from now on"
+    )
     unreached: dict[str, int] = Field(description="records per collection answered from the mirror, in all")
     seconds: float = Field(description="how long the check took")
 

@@ -163,9 +163,7 @@ SCHEMA_VERSION = MIGRATIONS[-1].version
 
 def read_version(conn: sqlite3.Connection) -> int:
     """Schema version of an open ledger; 0 for an empty database."""
-    has_meta = conn.execute(
-        "SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'"
-    ).fetchone()
+    has_meta = conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'").fetchone()
     if not has_meta:
         return 0
     row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()

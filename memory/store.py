@@ -33,15 +33,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from skillbase.config import Settings
-from skillbase.errors import ConfigError, InvalidInput, SkillbaseError, StoreError
-from skillbase.models import (
-    Attempt, BenchReport, CompileReport, Experience, Feedback, ProfileReport, Skill, SkillVersion, TaskInfo, Technique,
-    content_hash, utcnow,
-)
-
-from skillbase import seeds
 from skillbase.memory import indexer
 from skillbase.memory.documents import COLLECTIONS, TEXT_MAX_TOKENS, IndexDoc, attempt_doc, experience_doc
 from skillbase.memory.embeddings import Embedder, model_name
@@ -53,6 +44,24 @@ from skillbase.memory.ledger import Ledger
 from skillbase.memory.records import Change, IndexCheck, StoreStats, TaskRecord, parse_signature
 from skillbase.memory.techniques import load_seed_techniques
 from skillbase.memory.vectors import Hit, MemoryIndexWarning, VectorIndex, chroma_failure, copy_metadata
+
+from skillbase import seeds
+from skillbase.config import Settings
+from skillbase.errors import ConfigError, InvalidInput, SkillbaseError, StoreError
+from skillbase.models import (
+    Attempt,
+    BenchReport,
+    CompileReport,
+    Experience,
+    Feedback,
+    ProfileReport,
+    Skill,
+    SkillVersion,
+    TaskInfo,
+    Technique,
+    content_hash,
+    utcnow,
+)
 
 log = logging.getLogger("skillbase.memory")
 
@@ -171,8 +180,12 @@ class Store:
             wanted = model_name(settings.embedding_model, settings.embedding_backend, settings.embedding_precision)
             if embedder is not None and embedder.name != wanted:
                 raise ConfigError(f"the embedder given runs {embedder.name!r}, but the settings ask for {wanted!r}")
-            emb = (embedder or Embedder(settings.embedding_model, backend=settings.embedding_backend,
-                                        precision=settings.embedding_precision, threads=settings.embedding_threads))
+            emb = embedder or Embedder(
+                settings.embedding_model,
+                backend=settings.embedding_backend,
+                precision=settings.embedding_precision,
+                threads=settings.embedding_threads,
+            )
             emb = emb.for_cache(settings.cache_dir / "embeddings.sqlite3")
             vectors = VectorIndex(settings, store_id=ledger.store_id, model=emb.name)
         except BaseException:
@@ -212,8 +225,9 @@ class Store:
         self._catch_up_graph()
         return n
 
-    def _sync_index(self, *, wait: bool = True, max_batches: int | None = None, batch: int = SYNC_BATCH,
-                    defer: bool = False) -> int:
+    def _sync_index(
+        self, *, wait: bool = True, max_batches: int | None = None, batch: int = SYNC_BATCH, defer: bool = False
+    ) -> int:
         # Batch by batch: plan and embed outside the index lock (the cache
         # usually has the vectors already), then take the lock only to write
         # chroma, so other processes wait for writes, never for the model.
@@ -242,16 +256,23 @@ class Store:
                 planned = indexer.plan_after(self.ledger, seen, limit=batch, known=known)
                 if defer and planned is not None and self._leave_to_writers(planned, known):
                     return applied
-                prepared = indexer.prepare(self.ledger, self.embedder, seen, limit=batch, known=known,
-                                           planned=planned)
+                prepared = indexer.prepare(self.ledger, self.embedder, seen, limit=batch, known=known, planned=planned)
             with self.vectors.session(wait=wait) as state:
                 if state is None:
                     return applied
                 if state["seq"] > self.ledger.committed_seq():
                     state = self.vectors.reset("it is ahead of the ledger (was the ledger restored from a backup?)")
                 try:
-                    n = indexer.catch_up(self.ledger, self.vectors, self.embedder, state, batch=batch,
-                                         max_batches=1, prepared=prepared, known=self._known_docs())
+                    n = indexer.catch_up(
+                        self.ledger,
+                        self.vectors,
+                        self.embedder,
+                        state,
+                        batch=batch,
+                        max_batches=1,
+                        prepared=prepared,
+                        known=self._known_docs(),
+                    )
                 except BaseException as e:
                     if isinstance(e, SkillbaseError) or not chroma_failure(e) or reset_done:
                         raise
@@ -287,8 +308,9 @@ class Store:
         self._left += 1
         return True
 
-    def _sync_quietly(self, *, wait: bool = True, max_batches: int | None = None,
-                      batch: int = SYNC_BATCH, defer: bool = False) -> int | None:
+    def _sync_quietly(
+        self, *, wait: bool = True, max_batches: int | None = None, batch: int = SYNC_BATCH, defer: bool = False
+    ) -> int | None:
         """``_sync_index`` that turns an indexing failure into a MemoryIndexWarning; returns
         the changes applied, None after a failure (the graph is caught up either way)."""
         applied = None
@@ -457,19 +479,36 @@ class Store:
             _bound(self._tail_vecs)
         return {k[1]: d for k, d in docs.items() if found.get(k) is not None or k not in found}
 
-    def _tail_hits(self, tail: dict[str, IndexDoc], collection: str, embedding: np.ndarray, k: int,
-                   where: dict[str, Any] | None, documents: bool) -> list[Hit]:
+    def _tail_hits(
+        self,
+        tail: dict[str, IndexDoc],
+        collection: str,
+        embedding: np.ndarray,
+        k: int,
+        where: dict[str, Any] | None,
+        documents: bool,
+    ) -> list[Hit]:
         """The fresh tail's records of ``collection`` passing ``where``, nearest first (exact
         cosine; their embeddings are the ones the follower will index, from the cache)."""
-        docs = [d for d in tail.values() if d.collection == collection and (where is None or matches(where, d.metadata))]
+        docs = [
+            d for d in tail.values() if d.collection == collection and (where is None or matches(where, d.metadata))
+        ]
         if not docs:
             return []
         vecs = self._tail_vectors(docs)
         dist = 1.0 - vecs @ embedding.astype(np.float32)
         order = np.argsort(dist, kind="stable")[:k]
-        return [Hit(collection=collection, id=docs[i].id, distance=float(dist[i]), score=1.0 - float(dist[i]),
-                    metadata=copy_metadata(docs[i].metadata),
-                    document=docs[i].text if documents else "") for i in order]
+        return [
+            Hit(
+                collection=collection,
+                id=docs[i].id,
+                distance=float(dist[i]),
+                score=1.0 - float(dist[i]),
+                metadata=copy_metadata(docs[i].metadata),
+                document=docs[i].text if documents else "",
+            )
+            for i in order
+        ]
 
     def _tail_vectors(self, docs: list[IndexDoc]) -> np.ndarray:
         """The embeddings of fresh-tail documents (as the follower will index them), computed once each."""
@@ -600,20 +639,37 @@ class Store:
         signature = task.signature if task is not None else report.task_signature
         family, dtype, _ = parse_signature(signature)
         return Attempt(
-            task=task.name if task is not None else report.task, task_signature=signature, family=family,
-            dtype=dtype, source=source, source_hash=content_hash(source),
+            task=task.name if task is not None else report.task,
+            task_signature=signature,
+            family=family,
+            dtype=dtype,
+            source=source,
+            source_hash=content_hash(source),
             language=report.language or (compile_report.language if compile_report else None),
-            parent_id=parent_id, techniques=self.ledger.canonical_techniques(techniques),
-            compile_report=compile_report, bench_report=report, verdict=report.verdict,
+            parent_id=parent_id,
+            techniques=self.ledger.canonical_techniques(techniques),
+            compile_report=compile_report,
+            bench_report=report,
+            verdict=report.verdict,
             median_ms=report.timing.median_ms if report.timing else None,
-            speedup_vs_eager=report.speedup_vs_eager, speedup_vs_compile=report.speedup_vs_compile,
-            pct_sol=report.roofline.pct_sol if report.roofline else None, bottleneck=report.bottleneck,
-            hardware=report.hardware.key, arch=report.hardware.arch, toolchain=dict(report.toolchain),
-            session=session, agent=agent, notes=notes, run=run,
-            **({"id": attempt_id} if attempt_id else {}), **({"created_at": created_at} if created_at else {}),
+            speedup_vs_eager=report.speedup_vs_eager,
+            speedup_vs_compile=report.speedup_vs_compile,
+            pct_sol=report.roofline.pct_sol if report.roofline else None,
+            bottleneck=report.bottleneck,
+            hardware=report.hardware.key,
+            arch=report.hardware.arch,
+            toolchain=dict(report.toolchain),
+            session=session,
+            agent=agent,
+            notes=notes,
+            run=run,
+            **({"id": attempt_id} if attempt_id else {}),
+            **({"created_at": created_at} if created_at else {}),
         )
 
-    def record_benchmark(self, report: BenchReport, *, source: str, task: TaskInfo | None = None, **kwargs: Any) -> Attempt:
+    def record_benchmark(
+        self, report: BenchReport, *, source: str, task: TaskInfo | None = None, **kwargs: Any
+    ) -> Attempt:
         """Record a benchmark in one call: the task's info (when given) and the
         attempt built by ``attempt_from_report`` (same keyword arguments)."""
         if task is not None:
@@ -735,7 +791,9 @@ class Store:
         self.ledger.record_feedback(fb)
         self._after_write()
 
-    def list_feedback(self, item_kind: str | None = None, item_id: str | None = None, limit: int = 1000) -> list[Feedback]:
+    def list_feedback(
+        self, item_kind: str | None = None, item_id: str | None = None, limit: int = 1000
+    ) -> list[Feedback]:
         return self.ledger.list_feedback(item_kind, item_id, limit)
 
     def canonical_technique(self, name: str) -> str:
@@ -757,8 +815,16 @@ class Store:
 
     # -- search ---------------------------------------------------------------
 
-    def search(self, collection: str, text: str, k: int = 10, where: dict[str, Any] | None = None, *,
-               documents: bool = True, exhaustive: bool = True) -> list[Hit]:
+    def search(
+        self,
+        collection: str,
+        text: str,
+        k: int = 10,
+        where: dict[str, Any] | None = None,
+        *,
+        documents: bool = True,
+        exhaustive: bool = True,
+    ) -> list[Hit]:
         """The ``k`` records of ``collection`` (experiences, skills, attempts)
         nearest in meaning to ``text`` that pass the chroma ``where`` filter
         (keys in skillbase.memory.documents). The index is caught up first.
@@ -780,22 +846,23 @@ class Store:
                 fresh = self._tail_hits(tail, collection, embedding, k, where, documents) if tail else []
                 with self.vectors.reading() as current:
                     if current:  # no lock: beside other queries and the follower's upserts
-                        return _merge(self.vectors.query(collection, embedding, k, where, documents, exhaustive),
-                                      fresh, k)
+                        return _merge(
+                            self.vectors.query(collection, embedding, k, where, documents, exhaustive), fresh, k
+                        )
                 # Not open yet, or another process wrote since: (re)open under the lock; catch up
                 # here only if that found the index short of what this search needs (it was reset).
                 with self.vectors.session():
                     state = self.vectors.ready()
                     if state["seq"] < needed:
                         indexer.catch_up(self.ledger, self.vectors, self.embedder, state)
-                    return _merge(self.vectors.query(collection, embedding, k, where, documents, exhaustive),
-                                  fresh, k)
+                    return _merge(self.vectors.query(collection, embedding, k, where, documents, exhaustive), fresh, k)
             except SkillbaseError:
                 raise
             except BaseException as e:
                 if not chroma_failure(e) or retry:
-                    raise StoreError(f"the vector index failed: {type(e).__name__}: {e}",
-                                     hint="run `skillbase memory reindex`") from e
+                    raise StoreError(
+                        f"the vector index failed: {type(e).__name__}: {e}", hint="run `skillbase memory reindex`"
+                    ) from e
                 with self.vectors.session():
                     self.vectors.reset(f"a query failed ({type(e).__name__}: {e})")
         raise AssertionError("unreachable")
@@ -837,9 +904,12 @@ class Store:
         with self.vectors.session():
             self.vectors.ready()
             unreached = self.vectors.unreached_counts()
-        return IndexCheck(looked_for={c: n for c, (n, _) in found.items()},
-                          newly_unreached={c: m for c, (_, m) in found.items() if m},
-                          unreached=unreached, seconds=round(time.monotonic() - start, 3))
+        return IndexCheck(
+            looked_for={c: n for c, (n, _) in found.items()},
+            newly_unreached={c: m for c, (_, m) in found.items() if m},
+            unreached=unreached,
+            seconds=round(time.monotonic() - start, 3),
+        )
 
     def _check_collection(self, collection: str, seq: int | None = None) -> tuple[int, int]:
         """Every record of ``collection`` looked for by its own vector (``VectorIndex.check_page``), a page
@@ -883,13 +953,23 @@ class Store:
             graph_counts = graph.counts() if graph is not None else {}
         snapshot_seq = snapshot_seq_of(self.settings.graph_path)
         return StoreStats(
-            home=str(self.settings.home), store_id=self.ledger.store_id, schema_version=self.ledger.schema_version,
-            ledger_seq=ledger_seq, index_seq=index_seq, graph_seq=graph_seq, snapshot_seq=snapshot_seq,
+            home=str(self.settings.home),
+            store_id=self.ledger.store_id,
+            schema_version=self.ledger.schema_version,
+            ledger_seq=ledger_seq,
+            index_seq=index_seq,
+            graph_seq=graph_seq,
+            snapshot_seq=snapshot_seq,
             index_lag=ledger_seq - index_seq if index_seq is not None else None,
-            counts=self.ledger.counts(), index_counts=index_counts, index_unreached=index_unreached,
-            index_graphs=index_graphs, index_sparser=self.vectors.sparser_than_made_now(index_graphs),
+            counts=self.ledger.counts(),
+            index_counts=index_counts,
+            index_unreached=index_unreached,
+            index_graphs=index_graphs,
+            index_sparser=self.vectors.sparser_than_made_now(index_graphs),
             graph_counts=graph_counts,
-            disk_bytes=self._disk(), chroma=self.vectors.where, embedding_model=self.embedder.name,
+            disk_bytes=self._disk(),
+            chroma=self.vectors.where,
+            embedding_model=self.embedder.name,
         )
 
     def _disk(self) -> dict[str, int]:

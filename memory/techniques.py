@@ -93,7 +93,7 @@ class Vocabulary:
         raise UnknownTechnique(
             f"unknown technique {name!r}",
             hint=f"{hint} The vocabulary: the list_techniques tool (MCP), `skillbase techniques` (CLI), "
-                 "SkillBase.list_techniques() (Python).",
+            "SkillBase.list_techniques() (Python).",
         )
 
     def canonical_list(self, names: Iterable[str]) -> list[str]:

@@ -54,12 +54,11 @@ from typing import Any
 import numpy as np
 from filelock import FileLock, Timeout
 from pydantic import BaseModel, Field
+from skillbase.memory.documents import COLLECTIONS, IndexDoc
+from skillbase.memory.filters import matches, to_sql
 
 from skillbase.config import Settings
 from skillbase.errors import InvalidInput, StoreError
-
-from skillbase.memory.documents import COLLECTIONS, IndexDoc
-from skillbase.memory.filters import matches, to_sql
 
 log = logging.getLogger("skillbase.memory")
 
@@ -193,13 +192,21 @@ class Mirror:
                 [(k, str(v)) for k, v in values.items()],
             )
 
-    def put(self, collection: str, ids: Sequence[str], metadatas: Sequence[dict[str, Any]],
-            documents: Sequence[str], unreached: dict[str, np.ndarray] | None = None) -> None:
+    def put(
+        self,
+        collection: str,
+        ids: Sequence[str],
+        metadatas: Sequence[dict[str, Any]],
+        documents: Sequence[str],
+        unreached: dict[str, np.ndarray] | None = None,
+    ) -> None:
         """Write the records' rows; ``unreached``: those of them chroma's search does not find, with
         their vectors (the others written again are found now)."""
         try:
             with self._tx():
-                self.conn.executemany("DELETE FROM unreached WHERE collection=? AND id=?", [(collection, i) for i in ids])
+                self.conn.executemany(
+                    "DELETE FROM unreached WHERE collection=? AND id=?", [(collection, i) for i in ids]
+                )
                 self._insert_unreached(collection, unreached or {})
                 self.conn.executemany(
                     "INSERT INTO meta(collection, id, metadata) VALUES (?, ?, ?) "
@@ -218,8 +225,9 @@ class Mirror:
         try:
             with self._tx():
                 for table in ("meta", "docs", "unreached"):
-                    self.conn.executemany(f"DELETE FROM {table} WHERE collection=? AND id=?",
-                                          [(collection, i) for i in ids])
+                    self.conn.executemany(
+                        f"DELETE FROM {table} WHERE collection=? AND id=?", [(collection, i) for i in ids]
+                    )
         finally:
             self._drop(collection, ids)
 
@@ -299,18 +307,21 @@ class Mirror:
         out: dict[str, str] = {}
         for i in range(0, len(ids), 900):
             chunk = list(ids[i : i + 900])
-            out.update(self._read(
-                f"SELECT id, document FROM docs WHERE collection=? AND id IN ({','.join('?' * len(chunk))})",
-                [collection, *chunk],
-            ))
+            out.update(
+                self._read(
+                    f"SELECT id, document FROM docs WHERE collection=? AND id IN ({','.join('?' * len(chunk))})",
+                    [collection, *chunk],
+                )
+            )
         return out
 
     def select(self, collection: str, where: dict[str, Any]) -> list[str]:
         """Every id of ``collection`` whose metadata passes ``where`` (chroma's semantics, in SQLite:
         the interpreter lock is free meanwhile)."""
         condition, params = to_sql(where)
-        return [r[0] for r in self._read(f"SELECT id FROM meta WHERE collection=? AND {condition}",
-                                         [collection, *params])]
+        return [
+            r[0] for r in self._read(f"SELECT id FROM meta WHERE collection=? AND {condition}", [collection, *params])
+        ]
 
     def count(self, collection: str) -> int:
         return self._read("SELECT COUNT(*) FROM meta WHERE collection=?", (collection,))[0][0]
@@ -351,8 +362,12 @@ class Mirror:
 
     def ids_after(self, collection: str, after: str, limit: int) -> list[str]:
         """Up to ``limit`` of ``collection``'s ids greater than ``after``, in order."""
-        return [r[0] for r in self._read("SELECT id FROM meta WHERE collection=? AND id>? ORDER BY id LIMIT ?",
-                                         (collection, after, limit))]
+        return [
+            r[0]
+            for r in self._read(
+                "SELECT id FROM meta WHERE collection=? AND id>? ORDER BY id LIMIT ?", (collection, after, limit)
+            )
+        ]
 
     @contextmanager
     def _tx(self) -> Iterator[None]:
@@ -626,7 +641,9 @@ class VectorIndex:
             client = _http_client(self.settings.chroma_url, self.settings.chroma_token, chroma_settings)
         self._client = client
         self._cols = {
-            c: client.get_or_create_collection(self._name(c), metadata=dict(COLLECTION_METADATA), embedding_function=None)
+            c: client.get_or_create_collection(
+                self._name(c), metadata=dict(COLLECTION_METADATA), embedding_function=None
+            )
             for c in COLLECTIONS
         }
         self.refresh_counts()
@@ -719,8 +736,9 @@ class VectorIndex:
         looked, lost = self._look_again(collection, ids, report=False, seq=seq)
         return ids[-1], looked, lost
 
-    def _look_again(self, collection: str, ids: list[str], report: bool = True,
-                    seq: int | None = None) -> tuple[int, int]:
+    def _look_again(
+        self, collection: str, ids: list[str], report: bool = True, seq: int | None = None
+    ) -> tuple[int, int]:
         """Look for records by their own vectors (from chroma), passing over those already kept as
         unreached, and keep those its search does not reach; returns (records looked for, newly kept).
         Inside a write, or with ``seq`` outside one: then a write of its own is begun only when some are
@@ -751,11 +769,15 @@ class VectorIndex:
         """The positions of the records chroma's search does not return among the four nearest to their own
         vectors, not counting one merely behind four exact copies of its vector (the same text stored again)."""
         got = self._cols[collection].query(query_embeddings=vecs, n_results=4, include=["distances"])
-        return [n for n, (i, near, dist) in enumerate(zip(ids, got["ids"], got["distances"]))
-                if i not in near and (len(near) < 4 or dist[-1] > SAME_VECTOR)]
+        return [
+            n
+            for n, (i, near, dist) in enumerate(zip(ids, got["ids"], got["distances"]))
+            if i not in near and (len(near) < 4 or dist[-1] > SAME_VECTOR)
+        ]
 
-    def _unreached_of(self, collection: str, ids: list[str], vecs: np.ndarray,
-                      report: bool = True) -> dict[str, np.ndarray]:
+    def _unreached_of(
+        self, collection: str, ids: list[str], vecs: np.ndarray, report: bool = True
+    ) -> dict[str, np.ndarray]:
         """The records (just written, or older ones a ``sweep`` looks for again) that chroma's
         nearest-neighbour search does not find by their own vectors, with those vectors: the mirror keeps
         them and every query adds them by exact cosine.
@@ -780,13 +802,23 @@ class VectorIndex:
             if attempt < rewrites:
                 # Handled, not the user's problem: kept to debug logs (a newcomer read it as corruption).
                 if report:
-                    log.debug("chroma left %d record(s) of %s out of its search; writing them again: %s",
-                                len(ids), collection, ids[:5])
+                    log.debug(
+                        "chroma left %d record(s) of %s out of its search; writing them again: %s",
+                        len(ids),
+                        collection,
+                        ids[:5],
+                    )
                 col.delete(ids=ids)
                 col.add(ids=ids, embeddings=vecs)
         if report:
-            log.debug("chroma's search at %s does not reach %d record(s) of %s by their own vectors; the index "
-                        "answers them from its mirror: %s", self.where, len(ids), collection, ids[:5])
+            log.debug(
+                "chroma's search at %s does not reach %d record(s) of %s by their own vectors; the index "
+                "answers them from its mirror: %s",
+                self.where,
+                len(ids),
+                collection,
+                ids[:5],
+            )
         return dict(zip(ids, vecs))
 
     def delete(self, collection: str, ids: Sequence[str]) -> None:
@@ -800,8 +832,15 @@ class VectorIndex:
 
     # -- reading -------------------------------------------------------------
 
-    def query(self, collection: str, embedding: np.ndarray, k: int, where: dict[str, Any] | None,
-              documents: bool = True, exhaustive: bool = True) -> list[Hit]:
+    def query(
+        self,
+        collection: str,
+        embedding: np.ndarray,
+        k: int,
+        where: dict[str, Any] | None,
+        documents: bool = True,
+        exhaustive: bool = True,
+    ) -> list[Hit]:
         """The ``k`` nearest records of a collection that pass ``where``.
 
         chroma answers the kNN with distances only; metadata and texts come
@@ -816,8 +855,14 @@ class VectorIndex:
         if collection not in self._cols:
             raise InvalidInput(f"unknown collection {collection!r}", hint=f"one of {', '.join(COLLECTIONS)}")
         mirror = self._mirror
-        key = (collection, embedding.tobytes(), k, json.dumps(where, sort_keys=True) if where else None, documents,
-               exhaustive)
+        key = (
+            collection,
+            embedding.tobytes(),
+            k,
+            json.dumps(where, sort_keys=True) if where else None,
+            documents,
+            exhaustive,
+        )
         kept = mirror.answer(key)
         if kept is not None:
             return [_copy_hit(h) for h in kept]
@@ -826,14 +871,21 @@ class VectorIndex:
         mirror.keep_answer(key, stamp, hits)
         return [_copy_hit(h) for h in hits]
 
-    def _query(self, collection: str, embedding: np.ndarray, k: int, where: dict[str, Any] | None,
-               documents: bool, exhaustive: bool) -> list[Hit]:
+    def _query(
+        self,
+        collection: str,
+        embedding: np.ndarray,
+        k: int,
+        where: dict[str, Any] | None,
+        documents: bool,
+        exhaustive: bool,
+    ) -> list[Hit]:
         cols = self._cols
         total = self._counts.get(collection) or cols[collection].count()
         if total == 0:
             return []
         col = cols[collection]
-        for n in ((k,) if where is None else OVERFETCH):
+        for n in (k,) if where is None else OVERFETCH:
             n = min(n, total)
             res = col.query(query_embeddings=[embedding], n_results=n, include=["distances"])
             ids, dists = res["ids"][0], res["distances"][0]
@@ -846,23 +898,33 @@ class VectorIndex:
                 res = col.query(query_embeddings=[embedding], n_results=n, include=["distances"])
                 ids, dists = res["ids"][0], res["distances"][0]
                 metas = self._mirror.get(collection, ids)
-            keep = [(i, d) for i, d in zip(ids, dists) if i in metas and (where is None or matches(where, metas[i]))][:k]
+            keep = [(i, d) for i, d in zip(ids, dists) if i in metas and (where is None or matches(where, metas[i]))][
+                :k
+            ]
             if len(keep) == k or n >= total or where is None or (not exhaustive and n == OVERFETCH[-1]):
-                return self._fetch(collection, *self._add_unreached(collection, embedding, k, where, keep, metas),
-                                   documents)
+                return self._fetch(
+                    collection, *self._add_unreached(collection, embedding, k, where, keep, metas), documents
+                )
         allowed = self._mirror.select(collection, where)
         if not allowed:
             return []
-        res = col.query(query_embeddings=[embedding], n_results=min(k, len(allowed)), ids=allowed,
-                        include=["distances"])
+        res = col.query(
+            query_embeddings=[embedding], n_results=min(k, len(allowed)), ids=allowed, include=["distances"]
+        )
         ids, dists = res["ids"][0], res["distances"][0]
         metas = self._mirror.get(collection, ids)
         keep = [(i, d) for i, d in zip(ids, dists) if i in metas]
         return self._fetch(collection, *self._add_unreached(collection, embedding, k, where, keep, metas), documents)
 
-    def _add_unreached(self, collection: str, embedding: np.ndarray, k: int, where: dict[str, Any] | None,
-                       keep: list[tuple[str, float]], metas: dict[str, dict]
-                       ) -> tuple[list[tuple[str, float]], dict[str, dict]]:
+    def _add_unreached(
+        self,
+        collection: str,
+        embedding: np.ndarray,
+        k: int,
+        where: dict[str, Any] | None,
+        keep: list[tuple[str, float]],
+        metas: dict[str, dict],
+    ) -> tuple[list[tuple[str, float]], dict[str, dict]]:
         """``keep`` (id, distance), nearest first, with the records chroma's search does not reach
         (``_unreached_of``) that pass ``where`` put in their places by exact cosine distance."""
         ids, vecs = self._mirror.unreached(collection)
@@ -871,19 +933,30 @@ class VectorIndex:
         dist = 1.0 - vecs @ np.asarray(embedding, dtype=np.float32)
         extra = self._mirror.get(collection, ids)
         seen = {i for i, _ in keep}
-        found = [(i, float(d)) for i, d in zip(ids, dist)
-                 if i in extra and i not in seen and (where is None or matches(where, extra[i]))]
+        found = [
+            (i, float(d))
+            for i, d in zip(ids, dist)
+            if i in extra and i not in seen and (where is None or matches(where, extra[i]))
+        ]
         if not found:
             return keep, metas
         return sorted(keep + found, key=lambda x: x[1])[:k], {**metas, **extra}
 
-    def _fetch(self, collection: str, keep: list[tuple[str, float]], metas: dict[str, dict],
-               documents: bool) -> list[Hit]:
+    def _fetch(
+        self, collection: str, keep: list[tuple[str, float]], metas: dict[str, dict], documents: bool
+    ) -> list[Hit]:
         if not keep:
             return []
         docs = self._mirror.documents(collection, [i for i, _ in keep]) if documents else {}
         return [
-            Hit(collection=collection, id=i, distance=float(d), score=1.0 - float(d), metadata=metas[i], document=docs.get(i) or "")
+            Hit(
+                collection=collection,
+                id=i,
+                distance=float(d),
+                score=1.0 - float(d),
+                metadata=metas[i],
+                document=docs.get(i) or "",
+            )
             for i, d in keep
         ]
 
@@ -962,7 +1035,9 @@ class VectorIndex:
     def _drop_server_collections(self) -> None:
         from chromadb.config import Settings as ChromaSettings
 
-        client = _http_client(self.settings.chroma_url, self.settings.chroma_token, ChromaSettings(anonymized_telemetry=False))
+        client = _http_client(
+            self.settings.chroma_url, self.settings.chroma_token, ChromaSettings(anonymized_telemetry=False)
+        )
         try:
             existing = {c.name for c in client.list_collections()}
             for c in (*COLLECTIONS, "marker"):
@@ -1014,8 +1089,14 @@ def copy_metadata(meta: dict[str, Any]) -> dict[str, Any]:
 
 def _copy_hit(h: Hit) -> Hit:
     """A caller's own copy of a kept hit."""
-    return Hit.model_construct(collection=h.collection, id=h.id, distance=h.distance, score=h.score,
-                               metadata=copy_metadata(h.metadata), document=h.document)
+    return Hit.model_construct(
+        collection=h.collection,
+        id=h.id,
+        distance=h.distance,
+        score=h.score,
+        metadata=copy_metadata(h.metadata),
+        document=h.document,
+    )
 
 
 def _close_http_session(client) -> None:
@@ -1046,14 +1127,18 @@ def _forget_system(path: str) -> None:
 
 
 def _http_client(url: str, token: str | None, chroma_settings):
-    import chromadb
     from urllib.parse import urlparse
+
+    import chromadb
 
     u = urlparse(url if "://" in url else f"http://{url}")
     if not u.hostname:
         raise StoreError(f"SKILLBASE_CHROMA_URL={url!r} has no host", hint="e.g. http://127.0.0.1:8000")
     headers = {"Authorization": f"Bearer {token}"} if token else None
     return chromadb.HttpClient(
-        host=u.hostname, port=u.port or (443 if u.scheme == "https" else 8000), ssl=u.scheme == "https",
-        headers=headers, settings=chroma_settings,
+        host=u.hostname,
+        port=u.port or (443 if u.scheme == "https" else 8000),
+        ssl=u.scheme == "https",
+        headers=headers,
+        settings=chroma_settings,
     )

@@ -109,25 +109,48 @@ class LedgerView:
         """The families, hardware and suite runs present, for the tasks list's filters."""
         keys = {k for per_task in self._task_groups().values() for k in per_task}
         fams = [r["family"] for r in self._rows("SELECT DISTINCT family FROM tasks ORDER BY family")]
-        return {"families": fams, "hardware": sorted({hw for hw, _ in keys if hw}),
-                "runs": sorted({run for _, run in keys if run})}
+        return {
+            "families": fams,
+            "hardware": sorted({hw for hw, _ in keys if hw}),
+            "runs": sorted({run for _, run in keys if run}),
+        }
 
-    def task_rows(self, *, family: str | None = None, hardware: str | None = None, run: str | None = None,
-                  name: str | None = None, sort: str = "last", order: str | None = None, offset: int = 0,
-                  limit: int = 50) -> tuple[list[dict[str, Any]], int]:
+    def task_rows(
+        self,
+        *,
+        family: str | None = None,
+        hardware: str | None = None,
+        run: str | None = None,
+        name: str | None = None,
+        sort: str = "last",
+        order: str | None = None,
+        offset: int = 0,
+        limit: int = 50,
+    ) -> tuple[list[dict[str, Any]], int]:
         """One row per task: family, dtype, regime, attempts, best speedup vs eager and vs
         torch.compile and best % of speed of light over its correct attempts (on ``hardware``
         and in ``run`` when given), last activity. Returns (rows of the page, tasks matching)."""
         groups = self._task_groups()
-        tasks = self._rows("SELECT name, family, dtype, regime, updated_at FROM tasks"
-                           + (" WHERE family = ?" if family else ""), (family,) if family else ())
+        tasks = self._rows(
+            "SELECT name, family, dtype, regime, updated_at FROM tasks" + (" WHERE family = ?" if family else ""),
+            (family,) if family else (),
+        )
         rows = []
         for t in tasks:
             if name and name.lower() not in t["name"].lower():
                 continue
-            row = {"task": t["name"], "family": t["family"], "dtype": t["dtype"], "regime": t["regime"],
-                   "attempts": 0, "correct": 0, "best_vs_eager": None, "best_vs_compile": None,
-                   "best_pct_sol": None, "last_activity": None}
+            row = {
+                "task": t["name"],
+                "family": t["family"],
+                "dtype": t["dtype"],
+                "regime": t["regime"],
+                "attempts": 0,
+                "correct": 0,
+                "best_vs_eager": None,
+                "best_vs_compile": None,
+                "best_pct_sol": None,
+                "last_activity": None,
+            }
             for (hw, rn), g in groups.get(t["name"], {}).items():
                 if (hardware and hw != hardware) or (run and rn != run):
                     continue
@@ -147,7 +170,7 @@ class LedgerView:
         known = [r for r in rows if r[key] is not None]
         known.sort(key=lambda r: r[key], reverse=reverse)
         rows = known + [r for r in rows if r[key] is None]  # rows without the figure last, either way
-        return rows[offset:offset + limit], len(rows)
+        return rows[offset : offset + limit], len(rows)
 
     def summary(self, recent: int = 5) -> dict[str, Any]:
         """The home page's figures: tasks, attempts and correct attempts in the store, and the
@@ -168,10 +191,12 @@ class LedgerView:
             rows = self._rows(
                 "SELECT seq, task, hardware, json_extract(record, '$.run') AS run, verdict, speedup_vs_eager, "
                 "speedup_vs_compile, pct_sol, created_at FROM attempts WHERE seq > ? ORDER BY seq",
-                (self._stats_seq,))
+                (self._stats_seq,),
+            )
             for r in rows:
-                g = self._stats.setdefault(r["task"], {}).setdefault((r["hardware"], r["run"]),
-                                                                      [0, 0, None, None, None, None])
+                g = self._stats.setdefault(r["task"], {}).setdefault(
+                    (r["hardware"], r["run"]), [0, 0, None, None, None, None]
+                )
                 g[0] += 1
                 if r["verdict"] == "correct":
                     g[1] += 1
@@ -185,8 +210,10 @@ class LedgerView:
 
     def task_row(self, name: str) -> dict[str, Any]:
         """A task's stored description (family, dtype, regime, the TaskInfo when recorded)."""
-        rows = self._rows("SELECT name, signature, family, dtype, regime, info, first_seen, updated_at "
-                          "FROM tasks WHERE name = ?", (name,))
+        rows = self._rows(
+            "SELECT name, signature, family, dtype, regime, info, first_seen, updated_at FROM tasks WHERE name = ?",
+            (name,),
+        )
         if not rows:
             raise NotFound(f"no task {name!r} in the store", hint="pick one from the tasks list")
         row = rows[0]
@@ -195,29 +222,38 @@ class LedgerView:
 
     # -- attempts --------------------------------------------------------------
 
-    def attempt_rows(self, *, task: str, offset: int = 0, limit: int = 50, roofline: bool = False,
-                     oldest_first: bool = False) -> tuple[list[dict[str, Any]], int]:
+    def attempt_rows(
+        self, *, task: str, offset: int = 0, limit: int = 50, roofline: bool = False, oldest_first: bool = False
+    ) -> tuple[list[dict[str, Any]], int]:
         """A page of a task's attempts (newest first unless ``oldest_first``), light columns and
         techniques; with ``roofline`` also each report's bytes, FLOPs, achieved rates and peaks."""
         cols = _ATTEMPT_COLUMNS + (_ROOFLINE_COLUMNS if roofline else "")
-        rows = self._rows(f"SELECT {cols} FROM attempts a WHERE a.task = ? "
-                          f"ORDER BY a.seq {'ASC' if oldest_first else 'DESC'} LIMIT ? OFFSET ?",
-                          (task, limit, offset))
+        rows = self._rows(
+            f"SELECT {cols} FROM attempts a WHERE a.task = ? "
+            f"ORDER BY a.seq {'ASC' if oldest_first else 'DESC'} LIMIT ? OFFSET ?",
+            (task, limit, offset),
+        )
         total = self._rows("SELECT COUNT(*) AS n FROM attempts WHERE task = ?", (task,))[0]["n"]
         self._add_techniques(rows, "attempt_techniques", "attempt_id")
         return rows, total
 
     def best_attempt_row(self, *, task: str) -> dict[str, Any] | None:
         """The correct attempt of a task with the highest speedup vs eager (any GPU), or None."""
-        rows = self._rows(f"SELECT {_ATTEMPT_COLUMNS} FROM attempts a WHERE a.task = ? AND a.verdict = 'correct' "
-                          "AND a.speedup_vs_eager IS NOT NULL ORDER BY a.speedup_vs_eager DESC LIMIT 1", (task,))
+        rows = self._rows(
+            f"SELECT {_ATTEMPT_COLUMNS} FROM attempts a WHERE a.task = ? AND a.verdict = 'correct' "
+            "AND a.speedup_vs_eager IS NOT NULL ORDER BY a.speedup_vs_eager DESC LIMIT 1",
+            (task,),
+        )
         return rows[0] if rows else None
 
     def newest_attempt_rows(self, *, task: str, limit: int, roofline: bool = True) -> list[dict[str, Any]]:
         """The newest ``limit`` attempts of a task, oldest first (what the lineage and plots draw)."""
         cols = _ATTEMPT_COLUMNS + (_ROOFLINE_COLUMNS if roofline else "")
-        rows = self._rows(f"SELECT * FROM (SELECT a.seq AS seq, {cols} FROM attempts a WHERE a.task = ? "
-                          "ORDER BY a.seq DESC LIMIT ?) ORDER BY seq ASC", (task, limit))
+        rows = self._rows(
+            f"SELECT * FROM (SELECT a.seq AS seq, {cols} FROM attempts a WHERE a.task = ? "
+            "ORDER BY a.seq DESC LIMIT ?) ORDER BY seq ASC",
+            (task, limit),
+        )
         self._add_techniques(rows, "attempt_techniques", "attempt_id")
         return rows
 
@@ -225,17 +261,21 @@ class LedgerView:
         ids = [r["id"] for r in rows]
         found: dict[str, list[str]] = {}
         for start in range(0, len(ids), 500):
-            chunk = ids[start:start + 500]
-            for r in self._rows(f"SELECT {column} AS item, technique FROM {table} "
-                                f"WHERE {column} IN ({','.join('?' * len(chunk))}) ORDER BY {column}, pos", chunk):
+            chunk = ids[start : start + 500]
+            for r in self._rows(
+                f"SELECT {column} AS item, technique FROM {table} "
+                f"WHERE {column} IN ({','.join('?' * len(chunk))}) ORDER BY {column}, pos",
+                chunk,
+            ):
                 found.setdefault(r["item"], []).append(r["technique"])
         for r in rows:
             r["techniques"] = found.get(r["id"], [])
 
     # -- lessons ---------------------------------------------------------------
 
-    def experience_rows(self, *, task: str | None = None, ids: list[str] | None = None, offset: int = 0,
-                        limit: int = 20) -> tuple[list[dict[str, Any]], int]:
+    def experience_rows(
+        self, *, task: str | None = None, ids: list[str] | None = None, offset: int = 0, limit: int = 20
+    ) -> tuple[list[dict[str, Any]], int]:
         """A page of lessons (newest first) about ``task``, or those with ``ids``."""
         if ids is not None:
             if not ids:
@@ -243,8 +283,9 @@ class LedgerView:
             cond, params = f"id IN ({','.join('?' * len(ids))})", list(ids)
         else:
             cond, params = "task = ?", [task]
-        rows = self._rows(f"SELECT record FROM experiences WHERE {cond} ORDER BY seq DESC LIMIT ? OFFSET ?",
-                          [*params, limit, offset])
+        rows = self._rows(
+            f"SELECT record FROM experiences WHERE {cond} ORDER BY seq DESC LIMIT ? OFFSET ?", [*params, limit, offset]
+        )
         total = self._rows(f"SELECT COUNT(*) AS n FROM experiences WHERE {cond}", params)[0]["n"]
         return [json.loads(r["record"]) for r in rows], total
 
@@ -254,7 +295,9 @@ class LedgerView:
         """Which of ``ids`` are attempts in this ledger (evidence links that resolve)."""
         out: set[str] = set()
         for start in range(0, len(ids), 500):
-            chunk = ids[start:start + 500]
-            out |= {r["id"] for r in self._rows(
-                f"SELECT id FROM attempts WHERE id IN ({','.join('?' * len(chunk))})", chunk)}
+            chunk = ids[start : start + 500]
+            out |= {
+                r["id"]
+                for r in self._rows(f"SELECT id FROM attempts WHERE id IN ({','.join('?' * len(chunk))})", chunk)
+            }
         return out

@@ -12,9 +12,9 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
-from skillbase.models import Experience, Skill, Technique
-
 from skillbase.retrievers.query import TechniqueMatcher
+
+from skillbase.models import Experience, Skill, Technique
 
 EXPERIENCE_CACHE = 4096
 # Aliases that usually name a data type or something else, not the technique.

@@ -20,15 +20,58 @@ from skillbase.models import CodeFeatures
 
 # tl.* calls too common to say anything about a kernel.
 _UBIQUITOUS = {"tl.program_id", "tl.arange", "tl.constexpr", "tl.cdiv", "tl.zeros", "tl.full", "tl.where"}
-_REDUCTIONS = {"tl.sum", "tl.max", "tl.min", "tl.argmax", "tl.argmin", "tl.reduce", "tl.xor_sum", "tl.cumsum",
-               "tl.cumprod", "tl.associative_scan"}
-_DESCRIPTORS = ("make_tensor_descriptor", "TensorDescriptor", "_experimental_descriptor", "make_tensor_desc",
-                "tensor_descriptor")
+_REDUCTIONS = {
+    "tl.sum",
+    "tl.max",
+    "tl.min",
+    "tl.argmax",
+    "tl.argmin",
+    "tl.reduce",
+    "tl.xor_sum",
+    "tl.cumsum",
+    "tl.cumprod",
+    "tl.associative_scan",
+}
+_DESCRIPTORS = (
+    "make_tensor_descriptor",
+    "TensorDescriptor",
+    "_experimental_descriptor",
+    "make_tensor_desc",
+    "tensor_descriptor",
+)
 _TORCH_COMPUTE = {
-    "matmul", "mm", "bmm", "addmm", "baddbmm", "einsum", "linear", "conv1d", "conv2d", "conv3d", "softmax",
-    "log_softmax", "layer_norm", "rms_norm", "group_norm", "batch_norm", "cross_entropy", "nll_loss",
-    "scaled_dot_product_attention", "max_pool2d", "avg_pool2d", "gelu", "relu", "silu", "sigmoid", "tanh",
-    "sum", "mean", "amax", "cumsum", "var", "std",
+    "matmul",
+    "mm",
+    "bmm",
+    "addmm",
+    "baddbmm",
+    "einsum",
+    "linear",
+    "conv1d",
+    "conv2d",
+    "conv3d",
+    "softmax",
+    "log_softmax",
+    "layer_norm",
+    "rms_norm",
+    "group_norm",
+    "batch_norm",
+    "cross_entropy",
+    "nll_loss",
+    "scaled_dot_product_attention",
+    "max_pool2d",
+    "avg_pool2d",
+    "gelu",
+    "relu",
+    "silu",
+    "sigmoid",
+    "tanh",
+    "sum",
+    "mean",
+    "amax",
+    "cumsum",
+    "var",
+    "std",
 }
 
 # Regular expressions for CUDA C++ (and, when the Python does not parse, for
@@ -66,10 +109,34 @@ _TRITON_FALLBACK: dict[str, str] = {
 # Identifiers worth keeping as exact tokens for lexical search: exact words,
 # and prefixes of words (atomicAdd, cudaGraphLaunch, cp.async.bulk.tensor).
 _NOTABLE_WORDS = {
-    "__shared__", "__syncthreads", "__ldg", "__ldcs", "__stcs", "__launch_bounds__", "wgmma", "mma.sync", "float4",
-    "int4", "half2", "__nv_bfloat162", "__expf", "__fdividef", "exp2f", "num_stages", "num_warps",
-    "eviction_policy", "cache_modifier", "NUM_SMS", "GROUP_M", "EVEN_K", "SPLIT_K", "triton.autotune",
-    "triton.heuristics", "triton.Config", "TensorDescriptor", "load_inline",
+    "__shared__",
+    "__syncthreads",
+    "__ldg",
+    "__ldcs",
+    "__stcs",
+    "__launch_bounds__",
+    "wgmma",
+    "mma.sync",
+    "float4",
+    "int4",
+    "half2",
+    "__nv_bfloat162",
+    "__expf",
+    "__fdividef",
+    "exp2f",
+    "num_stages",
+    "num_warps",
+    "eviction_policy",
+    "cache_modifier",
+    "NUM_SMS",
+    "GROUP_M",
+    "EVEN_K",
+    "SPLIT_K",
+    "triton.autotune",
+    "triton.heuristics",
+    "triton.Config",
+    "TensorDescriptor",
+    "load_inline",
 }
 _NOTABLE_PREFIXES = ("__shfl_", "cp.async", "wmma::", "atomic", "cudaGraph", "cublas", "cuTensorMapEncode")
 _WORD = re.compile(r"[A-Za-z_]\w*(?:(?:\.|::)[A-Za-z_]\w*)*")
@@ -102,8 +169,11 @@ class SourceAnalysis:
         if c.kernels:
             head += " " + ", ".join(c.kernels[:4]) + (", ..." if len(c.kernels) > 4 else "")
         feats = ", ".join(c.features) or "no kernel features recognized"
-        counts = [f"{n} {w}{'s' if n != 1 else ''}" for n, w in
-                  ((self.loops, "loop"), (self.loads, "load"), (self.stores, "store"), (self.launches, "launch")) if n]
+        counts = [
+            f"{n} {w}{'s' if n != 1 else ''}"
+            for n, w in ((self.loops, "loop"), (self.loads, "load"), (self.stores, "store"), (self.launches, "launch"))
+            if n
+        ]
         tail = "; " + ", ".join(counts) if counts else ""
         return f"{head}: {feats}{tail}"
 
@@ -181,7 +251,7 @@ def _tl(name: str) -> str:
     """Normalize ``triton.language.x`` and ``language.x`` to ``tl.x``."""
     for prefix in ("triton.language.", "language."):
         if name.startswith(prefix):
-            return "tl." + name[len(prefix):]
+            return "tl." + name[len(prefix) :]
     return name
 
 
@@ -233,7 +303,9 @@ def _from_ast(tree: ast.Module, source: str, language: str | None) -> SourceAnal
     if "tl_dot" in facts.features:
         facts.features.add("tensor_cores")
     code = CodeFeatures(
-        language=language, features=_ordered(facts.features), kernels=kernel_names,
+        language=language,
+        features=_ordered(facts.features),
+        kernels=kernel_names,
         identifiers=facts.identifiers[:64],
     )
     return SourceAnalysis(code, loops=facts.loops, loads=facts.loads, stores=facts.stores, launches=facts.launches)
@@ -262,14 +334,22 @@ def _call_facts(call: ast.Call, facts: _Facts) -> None:
             facts.loads += 1
         else:
             facts.stores += 1
-        if "mask" in kwargs or (name == "tl.store" and len(call.args) >= 3) or (name == "tl.load" and len(call.args) >= 2):
+        if (
+            "mask" in kwargs
+            or (name == "tl.store" and len(call.args) >= 3)
+            or (name == "tl.load" and len(call.args) >= 2)
+        ):
             facts.features.add("masked_access")
         if "boundary_check" in kwargs:
             facts.features.add("masked_access")
         for kw in ("eviction_policy", "cache_modifier"):
             if kw in kwargs:
                 facts.ident(kw)
-    elif isinstance(call.func, ast.Attribute) and call.func.attr in ("load", "store") and "desc" in _dotted(call.func.value).lower():
+    elif (
+        isinstance(call.func, ast.Attribute)
+        and call.func.attr in ("load", "store")
+        and "desc" in _dotted(call.func.value).lower()
+    ):
         facts.features.update({"tma", "async_copy"})
         if call.func.attr == "load":
             facts.loads += 1
@@ -293,8 +373,12 @@ def _call_facts(call: ast.Call, facts: _Facts) -> None:
         k.arg == "dtype" and _tl(_dotted(k.value)) == "tl.float32" for k in call.keywords
     ):
         facts.features.add("fp32_accumulate")
-    if isinstance(call.func, ast.Attribute) and call.func.attr == "to" and call.args and \
-            _tl(_dotted(call.args[0])) == "tl.float32":
+    if (
+        isinstance(call.func, ast.Attribute)
+        and call.func.attr == "to"
+        and call.args
+        and _tl(_dotted(call.args[0])) == "tl.float32"
+    ):
         facts.features.add("fp32_accumulate")
 
 
@@ -303,9 +387,12 @@ def _loop_facts(loop: ast.For, facts: _Facts) -> None:
     nodes = list(ast.walk(loop))
     it = loop.iter
     range_args = it.args if isinstance(it, ast.Call) else []
-    range_names = {_dotted(n) for a in range_args for n in ast.walk(a) if isinstance(n, ast.Name | ast.Attribute | ast.Call)}
-    starts_at_pid = bool(range_args) and any("program_id" in _dotted(n) for n in ast.walk(range_args[0])
-                                             if isinstance(n, ast.Call))
+    range_names = {
+        _dotted(n) for a in range_args for n in ast.walk(a) if isinstance(n, ast.Name | ast.Attribute | ast.Call)
+    }
+    starts_at_pid = bool(range_args) and any(
+        "program_id" in _dotted(n) for n in ast.walk(range_args[0]) if isinstance(n, ast.Call)
+    )
     if starts_at_pid or any("num_programs" in n or "NUM_SMS" in n for n in range_names):
         facts.features.add("persistent")
         inner = [n for n in nodes if isinstance(n, ast.For) and n is not loop]
@@ -321,8 +408,11 @@ def _is_load(n: ast.AST) -> bool:
     if not isinstance(n, ast.Call):
         return False
     name = _tl(_dotted(n.func))
-    return name == "tl.load" or name.endswith("descriptor_load") or (
-        isinstance(n.func, ast.Attribute) and n.func.attr == "load")
+    return (
+        name == "tl.load"
+        or name.endswith("descriptor_load")
+        or (isinstance(n.func, ast.Attribute) and n.func.attr == "load")
+    )
 
 
 def _online_update(nodes: list[ast.AST]) -> bool:
@@ -419,7 +509,11 @@ def _is_torch_compute(name: str) -> bool:
 
 
 def _strings(tree: ast.Module) -> list[str]:
-    return [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str) and len(n.value) > 40]
+    return [
+        n.value
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and len(n.value) > 40
+    ]
 
 
 def _looks_like_cuda(text: str) -> bool:
@@ -456,7 +550,7 @@ def _cuda_facts(text: str, facts: _Facts) -> list[str]:
     # Launches separated by an `else` are alternatives, not a sequence.
     together = 1 if sites else 0
     for a, b in zip(sites, sites[1:]):
-        together = together + 1 if not re.search(r"\belse\b|\breturn\b", text[a.end():b.start()]) else together
+        together = together + 1 if not re.search(r"\belse\b|\breturn\b", text[a.end() : b.start()]) else together
     facts.launches_per_call = max(facts.launches_per_call, together)
     return list(dict.fromkeys(_CUDA_KERNEL.findall(text)))
 
@@ -479,17 +573,21 @@ def _regex_only(source: str, language: str | None) -> SourceAnalysis:
     facts.stores += len(re.findall(r"tl\.store\(", source))
     if facts.launches >= 2 or facts.launches_per_call >= 2:
         facts.features.add("multi_kernel")
-    code = CodeFeatures(language=language, features=_ordered(facts.features), kernels=kernels,
-                        identifiers=facts.identifiers[:64])
-    return SourceAnalysis(code, loops=len(re.findall(r"\bfor\b", source)), loads=facts.loads, stores=facts.stores,
-                          launches=facts.launches)
+    code = CodeFeatures(
+        language=language, features=_ordered(facts.features), kernels=kernels, identifiers=facts.identifiers[:64]
+    )
+    return SourceAnalysis(
+        code, loops=len(re.findall(r"\bfor\b", source)), loads=facts.loads, stores=facts.stores, launches=facts.launches
+    )
 
 
 def _notable(source: str) -> list[str]:
     """Notable API names in the source, in order of first use."""
     out: dict[str, None] = {}
     for w in _WORD.findall(source):
-        if w in _NOTABLE_WORDS or (w.startswith(_NOTABLE_PREFIXES) and (not w.startswith("atomic") or w[6:7].isupper())):
+        if w in _NOTABLE_WORDS or (
+            w.startswith(_NOTABLE_PREFIXES) and (not w.startswith("atomic") or w[6:7].isupper())
+        ):
             out.setdefault(w, None)
     return list(out)
 

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from skillbase.models import CODE_FEATURES, Skill, arch_number, parse_metric_condition
-
 from skillbase.retrievers.query import Query
+
+from skillbase.models import CODE_FEATURES, Skill, arch_number, parse_metric_condition
 
 DEMOTE_FAMILY = 0.3
 DEMOTE_PART = 0.55  # written for a family that is one part of the task (the norm after its convolution)
@@ -35,9 +35,21 @@ PROFILE_MATCH = 2.5  # a measured metric condition of the skill holds
 DEMOTE_PROFILE = 0.6
 # At the DRAM limit only moving fewer bytes helps: fusing, one pass instead of several, reuse on chip,
 # narrower types; or stopping.
-AT_DRAM_LIMIT = {"elementwise-fusion", "epilogue-fusion", "roofline-stop", "online-softmax", "one-pass-row-reduction",
-                 "welford", "recompute", "smem-tiling", "register-tiling", "program-swizzle", "flash-attention",
-                 "mixed-precision", "quantization"}
+AT_DRAM_LIMIT = {
+    "elementwise-fusion",
+    "epilogue-fusion",
+    "roofline-stop",
+    "online-softmax",
+    "one-pass-row-reduction",
+    "welford",
+    "recompute",
+    "smem-tiling",
+    "register-tiling",
+    "program-swizzle",
+    "flash-attention",
+    "mixed-precision",
+    "quantization",
+}
 GUESS_SOFTENING = 0.5  # a condition checked against a guess costs half as much (in log terms)
 
 
@@ -76,8 +88,9 @@ def _profile_gate(skill: Skill, q: Query, factor: float, reasons: list, matched:
         reasons.append(f"the profile does not show {failed[0]}")
         factor *= DEMOTE_PROFILE
     if q.profile_state == "dram-bound" and not set(skill.techniques) & AT_DRAM_LIMIT:
-        reasons.append("the profile shows DRAM at its peak: only moving fewer bytes (fusion, one pass, reuse) "
-                       "or stopping helps")
+        reasons.append(
+            "the profile shows DRAM at its peak: only moving fewer bytes (fusion, one pass, reuse) or stopping helps"
+        )
         factor *= DEMOTE_PROFILE
     return factor
 
@@ -99,7 +112,7 @@ def metric_condition(cond: str, metrics: dict) -> bool | None:
 
 
 def _soft(factor: float, guessed: bool) -> float:
-    return factor ** GUESS_SOFTENING if guessed else factor
+    return factor**GUESS_SOFTENING if guessed else factor
 
 
 def gate(skill: Skill, q: Query) -> GateResult:
@@ -132,8 +145,9 @@ def gate(skill: Skill, q: Query) -> GateResult:
             reasons.append(f"written for {part[0]}, one part of this {q.family} task")
         else:
             factor *= _soft(DEMOTE_FAMILY, guessed_family)
-            reasons.append(f"written for {', '.join(w.families[:4])}{', ...' if len(w.families) > 4 else ''}, "
-                           f"not {q.family}")
+            reasons.append(
+                f"written for {', '.join(w.families[:4])}{', ...' if len(w.families) > 4 else ''}, not {q.family}"
+            )
     if w.dtypes and q.dtype:
         if q.dtype in w.dtypes:
             matched.append(f"dtype {q.dtype}")
@@ -145,8 +159,10 @@ def gate(skill: Skill, q: Query) -> GateResult:
             matched.append(f"{q.bottleneck}-bound")
         else:
             factor *= _soft(DEMOTE_BOTTLENECK, q.bottleneck_from != "report")
-            reasons.append(f"helps {'/'.join(w.bottlenecks)}-bound kernels; this one is {q.bottleneck}-bound"
-                           + (" (estimated)" if q.bottleneck_from != "report" else ""))
+            reasons.append(
+                f"helps {'/'.join(w.bottlenecks)}-bound kernels; this one is {q.bottleneck}-bound"
+                + (" (estimated)" if q.bottleneck_from != "report" else "")
+            )
 
     if q.profile_metrics:
         factor = _profile_gate(skill, q, factor, reasons, matched)

@@ -17,14 +17,14 @@ import math
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from skillbase.models import family_lineage
-
 from skillbase.retrievers.catalog import Catalog
 from skillbase.retrievers.gate import GateResult, gate
 from skillbase.retrievers.hits import Hit
 from skillbase.retrievers.memo import Memo
 from skillbase.retrievers.query import Query, family_affinity
 from skillbase.retrievers.values import GATED_PRIOR, SKILL_PRIOR, Posterior, posteriors
+
+from skillbase.models import family_lineage
 
 TOP_TECHNIQUES = 10
 MEMO_MAX = 256  # query contexts whose gates and beliefs are kept
@@ -35,14 +35,17 @@ NEAR_FLOOR_PCT = 85.0  # percent of speed of light past which stopping is the ad
 def near_floor(q: Query) -> bool:
     """Whether the report (or the words) put the kernel close to its floor."""
     return q.pct_sol is not None and q.pct_sol >= NEAR_FLOOR_PCT
+
+
 EXPERIENCES_PER_TECHNIQUE = 12
 SECONDARY_WEIGHT = 0.6  # a skill's later techniques count this much of its first
 PROFILE_TECHNIQUES = 4  # the diagnosis's first techniques get a prior
 PROFILE_PRIOR = (0.25, 0.05)  # about x1.28, sd 0.22: a measured bottleneck names what to fix
 
 
-def skill_priors(q: Query, gates: dict[str, GateResult], skills: dict,
-                 measured: set[str] | frozenset[str] = frozenset()) -> dict[str, tuple[float, float]]:
+def skill_priors(
+    q: Query, gates: dict[str, GateResult], skills: dict, measured: set[str] | frozenset[str] = frozenset()
+) -> dict[str, tuple[float, float]]:
     """Prior (mean, variance) of each technique's log-gain from the skills
     implementing it: the cold start before anything is measured.
 
@@ -126,8 +129,7 @@ class GraphRetriever:
         for broader in family_lineage(family)[1:]:
             if len(refs) >= EXPERIENCES_PER_TECHNIQUE:
                 break
-            refs += graph.experiences_for_technique(technique, k=EXPERIENCES_PER_TECHNIQUE - len(refs),
-                                                    family=broader)
+            refs += graph.experiences_for_technique(technique, k=EXPERIENCES_PER_TECHNIQUE - len(refs), family=broader)
         return refs
 
     def _measured(self, skills: dict) -> set[str]:
@@ -138,15 +140,24 @@ class GraphRetriever:
     def gates(self, q: Query) -> Mapping[str, GateResult]:
         """The gate's verdict on every skill for this query (read-only)."""
         skills = self.catalog.skills
-        return self.memo.get(("gates", q.context_key(), self.catalog.version),
-                             lambda: MappingProxyType({name: gate(s, q) for name, s in skills.items()}))
+        return self.memo.get(
+            ("gates", q.context_key(), self.catalog.version),
+            lambda: MappingProxyType({name: gate(s, q) for name, s in skills.items()}),
+        )
 
     def technique_beliefs(self, q: Query, gates: Mapping[str, GateResult]) -> Mapping[str, Posterior]:
         """Posterior log-gain per technique in the query's context (read-only)."""
         skills = self.catalog.skills
         graph = self.store.graph
-        key = ("beliefs", q.context_key(), tuple(sorted((n, g.verdict, g.factor) for n, g in gates.items())),
-               self.catalog.version, id(graph), graph.values_version, graph.attempts_version)
+        key = (
+            "beliefs",
+            q.context_key(),
+            tuple(sorted((n, g.verdict, g.factor) for n, g in gates.items())),
+            self.catalog.version,
+            id(graph),
+            graph.values_version,
+            graph.attempts_version,
+        )
         return self.memo.get(key, lambda: MappingProxyType(self._beliefs(q, gates, skills, graph)))
 
     def _beliefs(self, q: Query, gates: Mapping[str, GateResult], skills: dict, graph) -> dict[str, Posterior]:
@@ -160,8 +171,13 @@ class GraphRetriever:
             if t not in priors or m > priors[t][0]:
                 priors[t] = (m, PROFILE_PRIOR[1])
         return posteriors(
-            graph, family=family, task_class=task_class, bottleneck=q.bottleneck, arch=q.arch,
-            skill_priors=priors, techniques=list(q.techniques),
+            graph,
+            family=family,
+            task_class=task_class,
+            bottleneck=q.bottleneck,
+            arch=q.arch,
+            skill_priors=priors,
+            techniques=list(q.techniques),
             out_of_scope=out_of_family(q.family, skills) - set(q.techniques),
             profile_state=q.profile_state,
         )
@@ -177,8 +193,11 @@ class GraphRetriever:
                 continue
             # Only skills the query's facts speak for: a condition of theirs
             # holds, or the query names one of their techniques.
-            if not g.specific and not set(skill.techniques) & set(q.techniques) and not (
-                    STOP in skill.techniques and near_floor(q)):
+            if (
+                not g.specific
+                and not set(skill.techniques) & set(q.techniques)
+                and not (STOP in skill.techniques and near_floor(q))
+            ):
                 continue
             best, best_t = -math.inf, skill.techniques[0]
             for i, t in enumerate(skill.techniques):
@@ -193,8 +212,12 @@ class GraphRetriever:
             # Specific matches (family, bottleneck, features) beat generic skills.
             score = math.exp(best) * g.factor * (1.0 + 0.03 * len(g.matched))
             b = beliefs.get(best_t)
-            note = f"{best_t} is worth x{math.exp(b.mean):.2f} here" + (
-                f" ({b.timed} measured in {b.context})" if b and b.timed else " (prior from skills)") if b else ""
+            note = (
+                f"{best_t} is worth x{math.exp(b.mean):.2f} here"
+                + (f" ({b.timed} measured in {b.context})" if b and b.timed else " (prior from skills)")
+                if b
+                else ""
+            )
             if STOP in skill.techniques and near_floor(q):
                 score, note = score * 3.0, f"the kernel is at {q.pct_sol:.0f}% of its speed of light"
             scored.append(Hit("skill", name, score, note, {"technique": best_t}))
@@ -239,9 +262,15 @@ class GraphRetriever:
                 break
             seen = {ln.attempt_id for ln in lineages}
             lineages += [ln for ln in graph.best_lineages(family=family, arch=q.arch, k=n) if ln.attempt_id not in seen]
-        return [Hit("attempt", ln.attempt_id, ln.speedup_vs_eager,
-                    f"best of {ln.task}: {ln.speedup_vs_eager:.2f}x vs eager in {len(ln.steps)} steps")
-                for ln in lineages[:n]]
+        return [
+            Hit(
+                "attempt",
+                ln.attempt_id,
+                ln.speedup_vs_eager,
+                f"best of {ln.task}: {ln.speedup_vs_eager:.2f}x vs eager in {len(ln.steps)} steps",
+            )
+            for ln in lineages[:n]
+        ]
 
 
 def _context_bonus(q: Query, e) -> float:

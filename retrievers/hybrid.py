@@ -22,12 +22,12 @@ import statistics
 import time
 from dataclasses import dataclass, field
 
-from skillbase.models import Evidence, RecallItem
-
 from skillbase.retrievers.gate import GateResult
 from skillbase.retrievers.hits import Hit
 from skillbase.retrievers.query import Query, family_affinity
 from skillbase.retrievers.values import Posterior
+
+from skillbase.models import Evidence, RecallItem
 
 RRF_K = 5  # small pools (tens of items): the top ranks must count
 WEIGHTS = {"vector": 1.0, "lexical": 1.0, "graph": 1.0}
@@ -90,8 +90,16 @@ def fuse(lists: dict[str, list[Hit]], weights: dict[str, float] | None = None) -
     return fused
 
 
-def rerank(q: Query, fused: dict[tuple[str, str], Scored], *, skills: dict, experiences: dict,
-           gates: dict[str, GateResult], beliefs: dict[str, Posterior], feedback) -> list[Scored]:
+def rerank(
+    q: Query,
+    fused: dict[tuple[str, str], Scored],
+    *,
+    skills: dict,
+    experiences: dict,
+    gates: dict[str, GateResult],
+    beliefs: dict[str, Posterior],
+    feedback,
+) -> list[Scored]:
     """Apply the rerank factors; skills the gate filters out are dropped."""
     now = time.time()
     out = []
@@ -165,8 +173,9 @@ def _overlap(a: Scored, b: Scored, topic: tuple[str, ...] = ()) -> float:
     return len(sa & sb) / len(sa | sb) * (1.0 if a.kind == b.kind else SAME_IDEA_ACROSS_KINDS)
 
 
-def _technique_value(techniques: tuple[str, ...], beliefs: dict[str, Posterior], asked: tuple[str, ...],
-                     center: float) -> float:
+def _technique_value(
+    techniques: tuple[str, ...], beliefs: dict[str, Posterior], asked: tuple[str, ...], center: float
+) -> float:
     """exp(half of how much the skill's best technique is expected to beat the
     median technique here, pessimistically), within [0.86, 1.16]; never
     below 1 for a technique the query names."""
@@ -225,21 +234,42 @@ def skill_item(s: Scored, skill, g: GateResult, beliefs: dict[str, Posterior], a
     evidence = list(skill.evidence[:3])
     b = beliefs.get(main) if main else None
     if b is not None and b.timed:
-        evidence.append(Evidence(gain=round(b.expected_gain, 3), hardware=arch, note=(
-            f"{main}: x{b.expected_gain:.2f} expected here (posterior over {b.samples} measured steps; "
-            f"{b.timed} in {b.context}, {b.successes} of {b.tries} faster)")))
+        evidence.append(
+            Evidence(
+                gain=round(b.expected_gain, 3),
+                hardware=arch,
+                note=(
+                    f"{main}: x{b.expected_gain:.2f} expected here (posterior over {b.samples} measured steps; "
+                    f"{b.timed} in {b.context}, {b.successes} of {b.tries} faster)"
+                ),
+            )
+        )
     reasons = _retriever_reasons(s)
     reasons.append(g.line())
     if b is not None and b.timed:
         reasons.append(f"{main} measured x{b.expected_gain:.2f} in similar kernels")
-    return RecallItem(kind="skill", id=skill.name, title=skill.name, summary=skill.description[:400],
-                      techniques=list(skill.techniques), score=round(s.score, 6), parts=_round(s.parts),
-                      why=_sentence("Skill", reasons), evidence=evidence)
+    return RecallItem(
+        kind="skill",
+        id=skill.name,
+        title=skill.name,
+        summary=skill.description[:400],
+        techniques=list(skill.techniques),
+        score=round(s.score, 6),
+        parts=_round(s.parts),
+        why=_sentence("Skill", reasons),
+        evidence=evidence,
+    )
 
 
 def experience_item(s: Scored, e) -> RecallItem:
-    ev = Evidence(experience_id=e.id, attempt_id=e.after_attempt, task=e.task, gain=e.gain,
-                  hardware=e.hardware or e.arch, note=f"{e.source} lesson" + (f"; {e.conditions}" if e.conditions else ""))
+    ev = Evidence(
+        experience_id=e.id,
+        attempt_id=e.after_attempt,
+        task=e.task,
+        gain=e.gain,
+        hardware=e.hardware or e.arch,
+        note=f"{e.source} lesson" + (f"; {e.conditions}" if e.conditions else ""),
+    )
     reasons = _retriever_reasons(s)
     if e.gain:
         reasons.append(f"measured x{e.gain:.2f}" + (f" on {e.arch}" if e.arch else ""))
@@ -249,19 +279,40 @@ def experience_item(s: Scored, e) -> RecallItem:
     elif ctx >= 1.15:
         reasons.append("from the same task class")
     summary = e.lesson.strip()[:400] + (f" (held when: {e.conditions})" if e.conditions else "")
-    return RecallItem(kind="experience", id=e.id, title=(e.title or e.lesson[:70]).strip(), summary=summary,
-                      techniques=list(e.techniques), score=round(s.score, 6), parts=_round(s.parts),
-                      why=_sentence("Lesson", reasons), evidence=[ev])
+    return RecallItem(
+        kind="experience",
+        id=e.id,
+        title=(e.title or e.lesson[:70]).strip(),
+        summary=summary,
+        techniques=list(e.techniques),
+        score=round(s.score, 6),
+        parts=_round(s.parts),
+        why=_sentence("Lesson", reasons),
+        evidence=[ev],
+    )
 
 
 def attempt_item(s: Scored, a) -> RecallItem:
-    ev = Evidence(attempt_id=a.id, task=a.task, gain=a.speedup_vs_eager, hardware=a.hardware,
-                  note=f"{a.verdict}, {a.bottleneck}-bound" + (f", {a.pct_sol:.0f}% of speed of light" if a.pct_sol else ""))
+    ev = Evidence(
+        attempt_id=a.id,
+        task=a.task,
+        gain=a.speedup_vs_eager,
+        hardware=a.hardware,
+        note=f"{a.verdict}, {a.bottleneck}-bound" + (f", {a.pct_sol:.0f}% of speed of light" if a.pct_sol else ""),
+    )
     title = f"{a.task} attempt" + (f" at {a.speedup_vs_eager:.2f}x vs eager" if a.speedup_vs_eager else "")
     summary = (", ".join(a.techniques) or "no techniques claimed") + (f". {a.notes[:300]}" if a.notes else "")
-    return RecallItem(kind="attempt", id=a.id, title=title, summary=summary, techniques=list(a.techniques),
-                      score=round(s.score, 6), parts=_round(s.parts), why=_sentence("Attempt", _retriever_reasons(s)),
-                      evidence=[ev])
+    return RecallItem(
+        kind="attempt",
+        id=a.id,
+        title=title,
+        summary=summary,
+        techniques=list(a.techniques),
+        score=round(s.score, 6),
+        parts=_round(s.parts),
+        why=_sentence("Attempt", _retriever_reasons(s)),
+        evidence=[ev],
+    )
 
 
 def _retriever_reasons(s: Scored) -> list[str]:

@@ -30,12 +30,11 @@ from typing import Any
 
 import numpy as np
 from filelock import FileLock, Timeout
-
-from skillbase.models import Attempt, Experience, Skill
-
 from skillbase.memory.filters import matches
 from skillbase.retrievers.features import _notable
 from skillbase.retrievers.tokens import tokenize
+
+from skillbase.models import Attempt, Experience, Skill
 
 log = logging.getLogger("skillbase.retrievers")
 
@@ -64,38 +63,86 @@ class Doc:
 
 def skill_doc(s: Skill) -> Doc:
     w = s.applies_when
-    text = " ".join([
-        s.name.replace("-", " "), s.name, s.description, " ".join(s.techniques),
-        " ".join(t.replace("-", " ") for t in s.techniques), " ".join(w.families), " ".join(w.bottlenecks),
-        s.expected_effect, " ".join(s.pitfalls), s.body[:6000],
-    ])
+    text = " ".join(
+        [
+            s.name.replace("-", " "),
+            s.name,
+            s.description,
+            " ".join(s.techniques),
+            " ".join(t.replace("-", " ") for t in s.techniques),
+            " ".join(w.families),
+            " ".join(w.bottlenecks),
+            s.expected_effect,
+            " ".join(s.pitfalls),
+            s.body[:6000],
+        ]
+    )
     meta = {"status": s.status, "techniques": list(s.techniques), "families": list(w.families), "version": s.version}
     return Doc(s.name, tokenize(text), meta)
 
 
 def experience_doc(e: Experience) -> Doc:
-    text = " ".join(x for x in [
-        e.title, e.lesson, e.conditions, e.family or "", e.dtype or "", f"{e.bottleneck}-bound" if e.bottleneck else "",
-        e.arch or "", e.task or "", " ".join(e.techniques), " ".join(t.replace("-", " ") for t in e.techniques),
-    ] if x)
-    meta = _meta(family=e.family, dtype=e.dtype, arch=e.arch, gain=e.gain, task=e.task, signature=e.task_signature,
-                 bottleneck=e.bottleneck, techniques=list(e.techniques), created=e.created_at.timestamp(),
-                 source=e.source)
+    text = " ".join(
+        x
+        for x in [
+            e.title,
+            e.lesson,
+            e.conditions,
+            e.family or "",
+            e.dtype or "",
+            f"{e.bottleneck}-bound" if e.bottleneck else "",
+            e.arch or "",
+            e.task or "",
+            " ".join(e.techniques),
+            " ".join(t.replace("-", " ") for t in e.techniques),
+        ]
+        if x
+    )
+    meta = _meta(
+        family=e.family,
+        dtype=e.dtype,
+        arch=e.arch,
+        gain=e.gain,
+        task=e.task,
+        signature=e.task_signature,
+        bottleneck=e.bottleneck,
+        techniques=list(e.techniques),
+        created=e.created_at.timestamp(),
+        source=e.source,
+    )
     return Doc(e.id, tokenize(text), meta)
 
 
 def attempt_doc(a: Attempt) -> Doc:
     outcome = a.verdict + (f" {a.speedup_vs_eager:.2f}x" if a.speedup_vs_eager is not None else "")
     kernels = re.findall(r"def\s+(\w+)\s*\(|__global__\s+void\s+(\w+)", a.source[:20000])
-    text = " ".join([
-        a.task, a.task_signature.replace(":", " "), outcome, a.bottleneck, a.language or "", " ".join(a.techniques),
-        " ".join(t.replace("-", " ") for t in a.techniques), a.notes[:300],
-        " ".join(_notable(a.source[:20000])), " ".join(sorted(set(re.findall(r"\btl\.\w+", a.source[:20000])))),
-        " ".join(n.replace("_", " ") for pair in kernels for n in pair if n),
-    ])
-    meta = _meta(task=a.task, signature=a.task_signature, family=a.family, dtype=a.dtype, arch=a.arch,
-                 verdict=a.verdict, speedup=a.speedup_vs_eager, techniques=list(a.techniques),
-                 created=a.created_at.timestamp(), has_parent=a.parent_id is not None)
+    text = " ".join(
+        [
+            a.task,
+            a.task_signature.replace(":", " "),
+            outcome,
+            a.bottleneck,
+            a.language or "",
+            " ".join(a.techniques),
+            " ".join(t.replace("-", " ") for t in a.techniques),
+            a.notes[:300],
+            " ".join(_notable(a.source[:20000])),
+            " ".join(sorted(set(re.findall(r"\btl\.\w+", a.source[:20000])))),
+            " ".join(n.replace("_", " ") for pair in kernels for n in pair if n),
+        ]
+    )
+    meta = _meta(
+        task=a.task,
+        signature=a.task_signature,
+        family=a.family,
+        dtype=a.dtype,
+        arch=a.arch,
+        verdict=a.verdict,
+        speedup=a.speedup_vs_eager,
+        techniques=list(a.techniques),
+        created=a.created_at.timestamp(),
+        has_parent=a.parent_id is not None,
+    )
     return Doc(a.id, tokenize(text), meta)
 
 
@@ -141,8 +188,11 @@ class CollectionIndex:
 
     @property
     def size(self) -> int:
-        return (self.main.n if self.main else 0) - len(self.hidden) + sum(
-            1 for i in self.delta if not self.main or i not in self.main.row)
+        return (
+            (self.main.n if self.main else 0)
+            - len(self.hidden)
+            + sum(1 for i in self.delta if not self.main or i not in self.main.row)
+        )
 
     def put(self, doc: Doc) -> None:
         self._unpost(doc.id)
@@ -282,11 +332,16 @@ def _segment(model, ids: list[str], metas: list[dict], seq: int) -> Segment:
     indptr = model.scores["indptr"]
     df = np.diff(indptr)
     n = model.scores["num_docs"]
-    idf = {tok: math.log(1 + (n - int(df[i]) + 0.5) / (int(df[i]) + 0.5))
-           for tok, i in model.vocab_dict.items() if i < len(df)}
+    idf = {
+        tok: math.log(1 + (n - int(df[i]) + 0.5) / (int(df[i]) + 0.5))
+        for tok, i in model.vocab_dict.items()
+        if i < len(df)
+    }
     # bm25s keeps no document lengths: the caller sets avgdl (computed at
     # build time, saved beside the index).
-    return Segment(ids=ids, metas=metas, model=model, idf=idf, avgdl=1.0, seq=seq, row={i: r for r, i in enumerate(ids)})
+    return Segment(
+        ids=ids, metas=metas, model=model, idf=idf, avgdl=1.0, seq=seq, row={i: r for r, i in enumerate(ids)}
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -437,8 +492,9 @@ class LexicalRetriever:
         for name in puts["skill"]:
             docs.append(("skill", skill_doc(ledger.get_skill(name))))
         found = {(k, d.id) for k, d in docs}
-        return ([(k, d.id, latest[k, d.id][0], d) for k, d in docs]
-                + [(k, i, s, None) for (k, i), (s, op) in latest.items() if op != "put" or (k, i) not in found])
+        return [(k, d.id, latest[k, d.id][0], d) for k, d in docs] + [
+            (k, i, s, None) for (k, i), (s, op) in latest.items() if op != "put" or (k, i) not in found
+        ]
 
     def _write_docs(self, changes) -> None:
         out = self._docs_of(changes)
@@ -448,18 +504,23 @@ class LexicalRetriever:
         try:
             self._db.executemany(
                 "INSERT INTO docs(kind, id, seq, tokens, meta) VALUES (?, ?, ?, ?, ?) ON CONFLICT(kind, id) DO UPDATE "
-                "SET seq=excluded.seq, tokens=excluded.tokens, meta=excluded.meta", rows)
+                "SET seq=excluded.seq, tokens=excluded.tokens, meta=excluded.meta",
+                rows,
+            )
             self._db.executemany("UPDATE docs SET seq=?, tokens=NULL WHERE kind=? AND id=?", gone)
-            self._db.execute("INSERT INTO state(key, value) VALUES ('seq', ?) ON CONFLICT(key) DO UPDATE "
-                             "SET value=excluded.value", (str(changes[-1].seq),))
+            self._db.execute(
+                "INSERT INTO state(key, value) VALUES ('seq', ?) ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+                (str(changes[-1].seq),),
+            )
             self._db.execute("COMMIT")
         except BaseException:
             self._db.execute("ROLLBACK")
             raise
 
     def _rebuild(self, kind: str) -> None:
-        rows = self._db.execute("SELECT id, seq, tokens, meta FROM docs WHERE kind=? AND tokens IS NOT NULL "
-                                "ORDER BY rowid", (kind,)).fetchall()
+        rows = self._db.execute(
+            "SELECT id, seq, tokens, meta FROM docs WHERE kind=? AND tokens IS NOT NULL ORDER BY rowid", (kind,)
+        ).fetchall()
         idx = self.indexes[kind]
         if not rows:
             idx.main, idx.hidden = None, set()
@@ -481,8 +542,11 @@ class LexicalRetriever:
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
         seg.model.save(str(tmp), show_progress=False)
-        (tmp / "skillbase.json").write_text(json.dumps({"format": FORMAT, "store_id": self._store_id, "seq": seg.seq,
-                                                        "avgdl": seg.avgdl, "ids": seg.ids}))
+        (tmp / "skillbase.json").write_text(
+            json.dumps(
+                {"format": FORMAT, "store_id": self._store_id, "seq": seg.seq, "avgdl": seg.avgdl, "ids": seg.ids}
+            )
+        )
         old = self.dir / "segments" / f".{kind}.old"
         shutil.rmtree(old, ignore_errors=True)
         if target.exists():
@@ -526,7 +590,9 @@ def _open_docs(path: Path) -> sqlite3.Connection:
     db.execute("PRAGMA journal_mode=WAL")
     db.execute("PRAGMA synchronous=NORMAL")  # a lost row is rebuilt from the ledger
     db.execute("CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-    db.execute("CREATE TABLE IF NOT EXISTS docs (kind TEXT NOT NULL, id TEXT NOT NULL, seq INTEGER NOT NULL, "
-               "tokens TEXT, meta TEXT NOT NULL, PRIMARY KEY (kind, id))")
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS docs (kind TEXT NOT NULL, id TEXT NOT NULL, seq INTEGER NOT NULL, "
+        "tokens TEXT, meta TEXT NOT NULL, PRIMARY KEY (kind, id))"
+    )
     db.execute("CREATE INDEX IF NOT EXISTS docs_seq ON docs(seq)")
     return db

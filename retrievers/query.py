@@ -14,12 +14,11 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
-from skillbase.errors import InvalidInput
-from skillbase.models import (BenchReport, CodeFeatures, ProfileReport, TaskInfo, Technique, arch_number,
-                              family_lineage)
-
 from skillbase.retrievers.features import MAX_ANALYZED_BYTES, analyze_source
 from skillbase.retrievers.tokens import BOTTLENECK_WORDS, DTYPE_WORDS, FAMILY_WORDS, first_match
+
+from skillbase.errors import InvalidInput
+from skillbase.models import BenchReport, CodeFeatures, ProfileReport, TaskInfo, Technique, arch_number, family_lineage
 
 MAX_TEXT_CHARS = 4_000
 EMBED_CHARS = 1_200  # what the embedding sees of the query (about 256 word pieces)
@@ -37,14 +36,25 @@ _DEFAULT_ARCH = 90
 _TENSOR_CORE_FAMILIES = {"matmul", "matmul_epilogue", "attention", "conv"}
 # Code features that show a technique is already in the candidate.
 FEATURE_TECHNIQUE = {
-    "tensor_cores": "tensor-cores", "autotune": "autotuning", "persistent": "persistent-kernel",
-    "program_swizzle": "program-swizzle", "tma": "tma", "vectorized": "vectorized-access",
-    "cuda_graphs": "cuda-graphs", "warp_shuffle": "block-reduction", "fp32_accumulate": "mixed-precision",
+    "tensor_cores": "tensor-cores",
+    "autotune": "autotuning",
+    "persistent": "persistent-kernel",
+    "program_swizzle": "program-swizzle",
+    "tma": "tma",
+    "vectorized": "vectorized-access",
+    "cuda_graphs": "cuda-graphs",
+    "warp_shuffle": "block-reduction",
+    "fp32_accumulate": "mixed-precision",
 }
 # Families whose kernels share most of their ideas.
 RELATED_FAMILIES = (
-    {"elementwise", "fused_elementwise"}, {"matmul", "matmul_epilogue"}, {"softmax", "loss"},
-    {"norm", "reduction"}, {"reduction", "scan"}, {"attention", "softmax"}, {"pooling", "layout"},
+    {"elementwise", "fused_elementwise"},
+    {"matmul", "matmul_epilogue"},
+    {"softmax", "loss"},
+    {"norm", "reduction"},
+    {"reduction", "scan"},
+    {"attention", "softmax"},
+    {"pooling", "layout"},
 )
 
 
@@ -114,17 +124,42 @@ class Query:
         """Everything but the words (and notes): what the gate and the technique beliefs read.
         Queries worded differently about the same kernel share it."""
         code = self.code
-        return (self.inputs, self.task_name, self.family, self.families, self.dtype, self.regime, self.bottleneck,
-                self.bottleneck_from, self.arch, self.techniques, self.applied, self.verdict, self.pct_sol,
-                self.profile_state, tuple(sorted(self.profile_metrics.items())), self.profile_techniques,
-                None if code is None else (code.language, tuple(code.features), tuple(code.kernels),
-                                           tuple(code.identifiers), code.parse_error))
+        return (
+            self.inputs,
+            self.task_name,
+            self.family,
+            self.families,
+            self.dtype,
+            self.regime,
+            self.bottleneck,
+            self.bottleneck_from,
+            self.arch,
+            self.techniques,
+            self.applied,
+            self.verdict,
+            self.pct_sol,
+            self.profile_state,
+            tuple(sorted(self.profile_metrics.items())),
+            self.profile_techniques,
+            None
+            if code is None
+            else (code.language, tuple(code.features), tuple(code.kernels), tuple(code.identifiers), code.parse_error),
+        )
 
     def describe(self) -> str:
         """One line: what the query was understood as."""
-        parts = [f"{k}={v}" for k, v in (("task", self.task_name), ("family", self.family), ("dtype", self.dtype),
-                                          ("regime", self.regime), ("bottleneck", self.bottleneck), ("arch", self.arch))
-                 if v]
+        parts = [
+            f"{k}={v}"
+            for k, v in (
+                ("task", self.task_name),
+                ("family", self.family),
+                ("dtype", self.dtype),
+                ("regime", self.regime),
+                ("bottleneck", self.bottleneck),
+                ("arch", self.arch),
+            )
+            if v
+        ]
         if len(self.families) > 1:
             parts.append("families=" + ",".join(self.families))
         if self.features:
@@ -147,7 +182,9 @@ class TechniqueMatcher:
         self._patterns: list[tuple[str, re.Pattern[str]]] = []
         for t in techniques:
             spellings = sorted({t.name, t.name.replace("-", " "), *t.aliases}, key=len, reverse=True)
-            alts = "|".join(re.escape(s).replace(r"\ ", r"[\s_-]+").replace(r"\-", r"[\s_-]+") for s in spellings if len(s) > 2)
+            alts = "|".join(
+                re.escape(s).replace(r"\ ", r"[\s_-]+").replace(r"\-", r"[\s_-]+") for s in spellings if len(s) > 2
+            )
             if alts:
                 self._patterns.append((t.name, re.compile(rf"(?<![\w.]){'(?:' + alts + ')'}(?![\w])", re.I)))
 
@@ -179,7 +216,9 @@ def build_query(
     if source is not None and not isinstance(source, str):
         raise InvalidInput(f"source must be text, got {type(source).__name__}", hint="pass the candidate's source code")
     if task is not None and not isinstance(task, TaskInfo):
-        raise InvalidInput(f"task must be a TaskInfo, got {type(task).__name__}", hint="load it with Toolchain.load_task")
+        raise InvalidInput(
+            f"task must be a TaskInfo, got {type(task).__name__}", hint="load it with Toolchain.load_task"
+        )
     if report is not None and not isinstance(report, BenchReport):
         raise InvalidInput(f"report must be a BenchReport, got {type(report).__name__}")
     if profile is not None and not isinstance(profile, ProfileReport):
@@ -205,18 +244,32 @@ def build_query(
     if pct_sol is None and words:
         pct_sol = _pct_from_words(words)
     used = dict.fromkeys(applied)
-    for f in (analysis.code.features if analysis and not analysis.code.parse_error else []):
+    for f in analysis.code.features if analysis and not analysis.code.parse_error else []:
         if f in FEATURE_TECHNIQUE:
             used.setdefault(FEATURE_TECHNIQUE[f])
     families = tuple(task.families) if task is not None and task.families and task.family == family else ()
     if profile is not None and profile.diagnosis and profile.available:
         words = (words + " " if words else "") + profile.diagnosis
     q = Query(
-        text="", lexical="", words=words, applied=tuple(used), inputs=inputs, task_name=task_name, family=family,
-        families=families, dtype=dtype, regime=regime,
-        bottleneck=bottleneck, bottleneck_from=bn_from, arch=arch_used,
-        code=analysis.code if analysis else None, code_summary=analysis.summary if analysis else None,
-        techniques=techniques, verdict=report.verdict if report else None, pct_sol=pct_sol, notes=tuple(notes),
+        text="",
+        lexical="",
+        words=words,
+        applied=tuple(used),
+        inputs=inputs,
+        task_name=task_name,
+        family=family,
+        families=families,
+        dtype=dtype,
+        regime=regime,
+        bottleneck=bottleneck,
+        bottleneck_from=bn_from,
+        arch=arch_used,
+        code=analysis.code if analysis else None,
+        code_summary=analysis.summary if analysis else None,
+        techniques=techniques,
+        verdict=report.verdict if report else None,
+        pct_sol=pct_sol,
+        notes=tuple(notes),
         **_profile_facts(profile),
     )
     return _with_texts(q, task, report)
@@ -226,8 +279,11 @@ def _profile_facts(profile: ProfileReport | None) -> dict:
     """The profile's state, metrics and techniques, when it measured counters."""
     if profile is None or not profile.available:
         return {}
-    return {"profile_state": profile.state, "profile_metrics": dict(profile.metrics),
-            "profile_techniques": tuple(profile.techniques)}
+    return {
+        "profile_state": profile.state,
+        "profile_metrics": dict(profile.metrics),
+        "profile_techniques": tuple(profile.techniques),
+    }
 
 
 def _words(text: str | None, notes: list[str]) -> str:
@@ -242,8 +298,11 @@ def _words(text: str | None, notes: list[str]) -> str:
     return text
 
 
-_PCT = re.compile(r"(\d{1,3}(?:\.\d+)?)\s*%\s*of\s+(?:the\s+)?(?:peak|speed[- ]of[- ]light|sol\b|roofline|"
-                  r"(?:peak |copy |memory |dram )?bandwidth|cublas|cudnn|the library|torch)", re.I)
+_PCT = re.compile(
+    r"(\d{1,3}(?:\.\d+)?)\s*%\s*of\s+(?:the\s+)?(?:peak|speed[- ]of[- ]light|sol\b|roofline|"
+    r"(?:peak |copy |memory |dram )?bandwidth|cublas|cudnn|the library|torch)",
+    re.I,
+)
 
 
 def _pct_from_words(words: str) -> float | None:
@@ -300,7 +359,11 @@ def _bottleneck(task, report, words, family, dtype, arch, notes) -> tuple[str | 
         num = arch_number(arch) or _DEFAULT_ARCH
         bw, tc16, tf32, fp32 = _CEILINGS.get(num, _CEILINGS[_DEFAULT_ARCH])
         if set(family_lineage(task.family)) & _TENSOR_CORE_FAMILIES:
-            rate = tc16 if task.dtype in ("fp16", "bf16", "mixed") else (2 * tc16 if task.dtype in ("fp8", "int8") else tf32)
+            rate = (
+                tc16
+                if task.dtype in ("fp16", "bf16", "mixed")
+                else (2 * tc16 if task.dtype in ("fp8", "int8") else tf32)
+            )
         else:
             rate = fp32
         intensity = task.flops / task.bytes_moved
@@ -328,12 +391,21 @@ def _with_texts(q: Query, task: TaskInfo | None, report: BenchReport | None) -> 
     if q.code_summary:
         parts.append("Code: " + q.code_summary + ".")
     text = " ".join(parts)[:EMBED_CHARS] or q.words[:EMBED_CHARS]
-    lex = [q.words, task.name.replace("_", " ") + " " + task.description if task else "",
-           q.family.replace("_", " ") if q.family else "", q.dtype or "", f"{q.bottleneck}-bound" if q.bottleneck else "",
-           _report_line(report) if report else "", " ".join(q.techniques)]
+    lex = [
+        q.words,
+        task.name.replace("_", " ") + " " + task.description if task else "",
+        q.family.replace("_", " ") if q.family else "",
+        q.dtype or "",
+        f"{q.bottleneck}-bound" if q.bottleneck else "",
+        _report_line(report) if report else "",
+        " ".join(q.techniques),
+    ]
     if q.code:
-        lex += [" ".join(q.code.identifiers), " ".join(f.replace("_", " ") for f in q.code.features),
-                " ".join(k.replace("_", " ") for k in q.code.kernels)]
+        lex += [
+            " ".join(q.code.identifiers),
+            " ".join(f.replace("_", " ") for f in q.code.features),
+            " ".join(k.replace("_", " ") for k in q.code.kernels),
+        ]
     lexical = " ".join(x for x in lex if x)
     return replace(q, text=text, lexical=lexical)
 

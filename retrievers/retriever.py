@@ -14,11 +14,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from skillbase.config import Settings
-from skillbase.errors import InvalidInput, NotFound
-from skillbase.models import (Attempt, BenchReport, ProfileReport, RecallItem, RecallResult, Suggestion, TaskInfo,
-                              Tolerance)
-
 from skillbase.retrievers import hybrid
 from skillbase.retrievers.catalog import Catalog
 from skillbase.retrievers.gate import GateResult
@@ -30,6 +25,19 @@ from skillbase.retrievers.suggest import RULES, default_seed, rank, suggestions,
 from skillbase.retrievers.tokens import tokenize
 from skillbase.retrievers.values import Posterior, applicability
 from skillbase.retrievers.vector import DEFAULT_WHERE, VectorRetriever
+
+from skillbase.config import Settings
+from skillbase.errors import InvalidInput, NotFound
+from skillbase.models import (
+    Attempt,
+    BenchReport,
+    ProfileReport,
+    RecallItem,
+    RecallResult,
+    Suggestion,
+    TaskInfo,
+    Tolerance,
+)
 
 MODES = ("hybrid", "vector", "lexical", "graph")
 MAX_K = 50
@@ -96,9 +104,17 @@ class Retriever:
         known = self._attempt_of(report) if report is not None else None
         if known is not None:
             notes.append(f"the report is of attempt {known.id} ({', '.join(known.techniques) or 'no techniques'})")
-        q = build_query(text=text, task=info, source=source, report=report, arch=arch, matcher=self.catalog.matcher,
-                        max_source_bytes=self.settings.max_source_bytes,
-                        applied=known.techniques if known is not None else (), profile=profile)
+        q = build_query(
+            text=text,
+            task=info,
+            source=source,
+            report=report,
+            arch=arch,
+            matcher=self.catalog.matcher,
+            max_source_bytes=self.settings.max_source_bytes,
+            applied=known.techniques if known is not None else (),
+            profile=profile,
+        )
         notes = list(q.notes) + notes
         gates = self.graph.gates(q)
         beliefs = self.graph.technique_beliefs(q, gates) if mode in ("hybrid", "graph") else {}
@@ -107,8 +123,12 @@ class Retriever:
             lists = self._only_run(lists, run, notes)
         if mode == "hybrid":
             items = self._hybrid(q, lists, k, gates, beliefs)
-            dropped = [g for g in gates.values() if g.verdict == "filter" and any(
-                h.id == g.skill for key, hs in lists.items() if key.endswith(":skill") for h in hs)]
+            dropped = [
+                g
+                for g in gates.values()
+                if g.verdict == "filter"
+                and any(h.id == g.skill for key, hs in lists.items() if key.endswith(":skill") for h in hs)
+            ]
             if dropped:
                 notes.append("gated out: " + "; ".join(f"{g.skill} ({g.reasons[0]})" for g in dropped[:5]))
         else:
@@ -117,8 +137,14 @@ class Retriever:
         if info is not None and mode == "hybrid":
             result_suggestions = self._recall_suggestions(q, info, gates, beliefs)
         return RecallResult(
-            query=q.describe(), family=q.family, bottleneck=q.bottleneck, arch=q.arch, features=list(q.features),
-            items=items, suggestions=result_suggestions, notes=notes,
+            query=q.describe(),
+            family=q.family,
+            bottleneck=q.bottleneck,
+            arch=q.arch,
+            features=list(q.features),
+            items=items,
+            suggestions=result_suggestions,
+            notes=notes,
             latency_ms=round((time.perf_counter() - t0) * 1000, 2),
         )
 
@@ -157,8 +183,15 @@ class Retriever:
         fused = hybrid.fuse(lists, {"graph": hybrid.graph_weight(q)})
         exps = self.catalog.experiences([i for kind, i in fused if kind == "experience"])
         graph = self.store.graph
-        ranked = hybrid.rerank(q, fused, skills=self.catalog.skills, experiences=exps, gates=gates, beliefs=beliefs,
-                               feedback=graph.feedback)
+        ranked = hybrid.rerank(
+            q,
+            fused,
+            skills=self.catalog.skills,
+            experiences=exps,
+            gates=gates,
+            beliefs=beliefs,
+            feedback=graph.feedback,
+        )
         chosen = hybrid.diversify(ranked, k, q.techniques)
         return self._items(chosen, exps, gates, beliefs, q.arch)
 
@@ -169,8 +202,13 @@ class Retriever:
             hits = sorted((h for hs in lists.values() for h in hs), key=lambda h: -h.score)
             chosen = []
             for h in hits[:k]:
-                s = hybrid.Scored(h.kind, h.id, parts={"vector": round(h.score, 6)}, ranks={"vector": len(chosen) + 1},
-                                  notes={"vector": h.note})
+                s = hybrid.Scored(
+                    h.kind,
+                    h.id,
+                    parts={"vector": round(h.score, 6)},
+                    ranks={"vector": len(chosen) + 1},
+                    notes={"vector": h.note},
+                )
                 s.score = h.score
                 chosen.append(s)
         else:
@@ -230,10 +268,15 @@ class Retriever:
         best = mem.best
         if profile is None and use_profiles:
             profile = self._stored_profile(best or (max(attempts, key=lambda a: a.created_at) if attempts else None))
-        q = build_query(task=info, source=best.source if best else None, report=best.bench_report if best else None,
-                        arch=arch or (best.arch if best and best.arch != "cpu" else None), matcher=self.catalog.matcher,
-                        max_source_bytes=self.settings.max_source_bytes,
-                        profile=profile if use_profiles else None)
+        q = build_query(
+            task=info,
+            source=best.source if best else None,
+            report=best.bench_report if best else None,
+            arch=arch or (best.arch if best and best.arch != "cpu" else None),
+            matcher=self.catalog.matcher,
+            max_source_bytes=self.settings.max_source_bytes,
+            profile=profile if use_profiles else None,
+        )
         gates = self.graph.gates(q)
         beliefs = self.graph.technique_beliefs(q, gates)
         return self._suggest(q, info, attempts, gates, beliefs, k, seed, rule)
@@ -243,8 +286,17 @@ class Retriever:
         values, the skills or the query's context change (reading and validating up to 500
         attempts was a tenth of a recall)."""
         graph = self.store.graph
-        key = ("suggest", info.name, info.family, q.context_key(), self.catalog.version, id(graph),
-               graph.values_version, graph.attempts_version, self.store.ledger.attempts_mark(info.name))
+        key = (
+            "suggest",
+            info.name,
+            info.family,
+            q.context_key(),
+            self.catalog.version,
+            id(graph),
+            graph.values_version,
+            graph.attempts_version,
+            self.store.ledger.attempts_mark(info.name),
+        )
 
         def build() -> tuple[Suggestion, ...]:
             attempts = self.store.list_attempts(task=info.name, limit=500)
@@ -263,8 +315,9 @@ class Retriever:
             for t in s.techniques:
                 skills_for.setdefault(t, []).append(name)
         titles = {t: self.catalog.title(t) for t, *_ in ranked}
-        return suggestions(ranked, titles=titles, skills_for=skills_for, gates=gates, mem=mem, rule=rule,
-                           applies=applies)
+        return suggestions(
+            ranked, titles=titles, skills_for=skills_for, gates=gates, mem=mem, rule=rule, applies=applies
+        )
 
     def _stored_profile(self, attempt: Attempt | None) -> ProfileReport | None:
         if attempt is None:
@@ -294,15 +347,25 @@ class Retriever:
             rec = self.store.get_task(task.strip())
         except NotFound:
             if alone:
-                raise NotFound(f"no task {task!r} in the store",
-                               hint="pass a TaskInfo (Toolchain.load_task) or describe the kernel in text") from None
+                raise NotFound(
+                    f"no task {task!r} in the store",
+                    hint="pass a TaskInfo (Toolchain.load_task) or describe the kernel in text",
+                ) from None
             notes.append(f"unknown task {task!r}: recalled from the other inputs")
             return None
         if rec.info is not None:
             return rec.info
         # Known only by its class (attempts were recorded without its TaskInfo).
-        return TaskInfo(name=rec.name, path="", family=rec.family, dtype=rec.dtype, regime=rec.regime,
-                        bytes_moved=0, flops=0, tolerance=Tolerance(atol=0.0, rtol=0.0))
+        return TaskInfo(
+            name=rec.name,
+            path="",
+            family=rec.family,
+            dtype=rec.dtype,
+            regime=rec.regime,
+            bytes_moved=0,
+            flops=0,
+            tolerance=Tolerance(atol=0.0, rtol=0.0),
+        )
 
 
 def _check(k: Any, kinds: Any, mode: Any) -> tuple[int, tuple[str, ...]]:

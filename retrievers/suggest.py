@@ -38,10 +38,10 @@ import math
 import random
 from dataclasses import dataclass, field
 
-from skillbase.models import Attempt, Suggestion
-
 from skillbase.retrievers.gate import GateResult
 from skillbase.retrievers.values import NOISE_VAR, Applicability, Posterior
+
+from skillbase.models import Attempt, Suggestion
 
 RULES = ("ei", "thompson", "ucb")
 NOT_A_SPEEDUP = {"roofline-stop", "masking"}  # stopping and correctness, not steps that make a kernel faster
@@ -81,8 +81,14 @@ def task_memory(attempts: list[Attempt]) -> TaskMemory:
         if parent is None and not a.parent_id:
             continue  # a root attempt applies nothing relative to anything
         gain = None
-        if a.verdict == "correct" and parent is not None and parent.verdict == "correct" and parent.median_ms \
-                and a.median_ms and parent.hardware == a.hardware:
+        if (
+            a.verdict == "correct"
+            and parent is not None
+            and parent.verdict == "correct"
+            and parent.median_ms
+            and a.median_ms
+            and parent.hardware == a.hardware
+        ):
             gain = parent.median_ms / a.median_ms
         for t in step:
             mem.tries[t] = mem.tries.get(t, 0) + 1
@@ -168,8 +174,10 @@ def _short_term(name: str, b: Posterior, mem: TaskMemory) -> tuple[str, str]:
     p_ok_here = (b.timed + 1) / (b.tries + len(fails) + 2)
     if len(fails) <= RETRY_MAX and b.mean >= RETRY_MIN_GAIN and p_ok_here >= RETRY_MIN_P_OK:
         tries = "the one try" if len(fails) == 1 else f"{len(fails)} tries"
-        return "ok", (f"retry: {tries} here ended {', '.join(fails)}, but it gained x{b.expected_gain:.2f} "
-                      f"elsewhere and {b.p_ok:.0%} of its tries there were correct")
+        return "ok", (
+            f"retry: {tries} here ended {', '.join(fails)}, but it gained x{b.expected_gain:.2f} "
+            f"elsewhere and {b.p_ok:.0%} of its tries there were correct"
+        )
     return "skip", f"just tried and {last}"
 
 
@@ -184,9 +192,18 @@ def _with_task_evidence(b: Posterior, mem: TaskMemory, name: str) -> Posterior:
     tries, timed = b.tries + len(gains) + fails, b.timed + len(gains)
     # This task's tries update the context's rate (a Beta prior of two pseudo-tries centred on it).
     p_ok = (len(gains) + 2 * b.p_ok) / (len(gains) + fails + 2)
-    return Posterior(technique=name, mean=mean, var=var, tries=tries, timed=timed,
-                     successes=b.successes + sum(1 for g in gains if g > math.log(1.02)), p_ok=p_ok,
-                     context=b.context, samples=b.samples + len(gains), direct_mean=b.direct_mean)
+    return Posterior(
+        technique=name,
+        mean=mean,
+        var=var,
+        tries=tries,
+        timed=timed,
+        successes=b.successes + sum(1 for g in gains if g > math.log(1.02)),
+        p_ok=p_ok,
+        context=b.context,
+        samples=b.samples + len(gains),
+        direct_mean=b.direct_mean,
+    )
 
 
 def suggestions(
@@ -205,20 +222,31 @@ def suggestions(
         applicable = [s for s in skills_for.get(name, []) if s in gates and gates[s].verdict != "filter"]
         applicable.sort(key=lambda s: -gates[s].factor)
         why = _why(name, post, note, applicable, gates, mem, rule, applies)
-        out.append(Suggestion(
-            technique=name, title=titles.get(name, name), score=round(score, 5),
-            expected_gain=round(post.expected_gain, 4), uncertainty=round(post.std, 4), tries=post.tries,
-            successes=post.successes, why=why, skills=applicable[:3],
-        ))
+        out.append(
+            Suggestion(
+                technique=name,
+                title=titles.get(name, name),
+                score=round(score, 5),
+                expected_gain=round(post.expected_gain, 4),
+                uncertainty=round(post.std, 4),
+                tries=post.tries,
+                successes=post.successes,
+                why=why,
+                skills=applicable[:3],
+            )
+        )
     return out
 
 
-def _why(name, post: Posterior, note, skills, gates, mem: TaskMemory, rule: str,
-         applies: Applicability | None = None) -> str:
+def _why(
+    name, post: Posterior, note, skills, gates, mem: TaskMemory, rule: str, applies: Applicability | None = None
+) -> str:
     bits = []
     if post.timed:
-        bits.append(f"x{post.expected_gain:.2f} expected from {post.samples} measured steps "
-                    f"({post.timed} in {post.context}, {post.successes} faster)")
+        bits.append(
+            f"x{post.expected_gain:.2f} expected from {post.samples} measured steps "
+            f"({post.timed} in {post.context}, {post.successes} faster)"
+        )
     elif skills:
         bits.append(f"no measurements yet; skill {skills[0]} applies ({gates[skills[0]].line()})")
     else:
@@ -226,9 +254,12 @@ def _why(name, post: Posterior, note, skills, gates, mem: TaskMemory, rule: str,
     if applies is not None and applies.line(name):
         bits.append(applies.line(name))
     if post.std > 0.2:
-        bits.append({"thompson": f"uncertain (sd {post.std:.2f} in log-gain), worth exploring",
-                     "ucb": f"uncertain (sd {post.std:.2f}), optimistic bound"}.get(
-                         rule, f"uncertain (sd {post.std:.2f}): a try may pay more or nothing"))
+        bits.append(
+            {
+                "thompson": f"uncertain (sd {post.std:.2f} in log-gain), worth exploring",
+                "ucb": f"uncertain (sd {post.std:.2f}), optimistic bound",
+            }.get(rule, f"uncertain (sd {post.std:.2f}): a try may pay more or nothing")
+        )
     if mem.tries.get(name):
         gains = mem.gains.get(name, [])
         bits.append(f"tried {mem.tries[name]}x on this task" + (f", best x{math.exp(max(gains)):.2f}" if gains else ""))

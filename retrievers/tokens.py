@@ -63,8 +63,11 @@ def tokenize(text: str) -> list[str]:
 
 # First match wins, so the more specific patterns come first.
 FAMILY_WORDS: tuple[tuple[str, str], ...] = (
-    ("matmul_epilogue", r"(?:matmul|gemm|linear|matrix multipl\w*|mm)\b[^.\n]{0,40}\b(?:bias|gelu|relu|silu|epilogue|activation|residual)"
-                        r"|\bepilogue\b|fused linear|linear \+ \w+"),
+    (
+        "matmul_epilogue",
+        r"(?:matmul|gemm|linear|matrix multipl\w*|mm)\b[^.\n]{0,40}\b(?:bias|gelu|relu|silu|epilogue|activation|residual)"
+        r"|\bepilogue\b|fused linear|linear \+ \w+",
+    ),
     ("attention", r"\battention\b|\bsdpa\b|flash[- ]?attn|flash[- ]?attention|\bq ?k\^?t\b|causal mask"),
     ("loss", r"cross[- _]?entropy|\bnll\b|\bloss\b|logsumexp over (?:the )?vocab"),
     ("conv", r"\bconv\w*|convolution"),
@@ -73,9 +76,18 @@ FAMILY_WORDS: tuple[tuple[str, str], ...] = (
     ("softmax", r"softmax"),
     ("layout", r"transpos\w*|permut\w*|\blayout\b|nchw|nhwc"),
     ("scan", r"cumsum|cumprod|prefix[- ]sum|\bscan\b"),
-    ("matmul", r"\bmatmul\b|\bgemm\b|\bbmm\b|matrix[- ]multipl\w*|matrix product|split[- ]k\b|\bmma\b|\bwgmma\b|tensor cores?"),
-    ("reduction", r"\breduction\b|\breduce\b|\bsum over\b|\bsum of\b|row[- ]?sum|\bargmax\b|\bmean over\b|\bsum reduction\b"),
-    ("fused_elementwise", r"fus\w* (?:elementwise|pointwise|activation)|elementwise chain|bias[- ]gelu|gelu[- ]residual"),
+    (
+        "matmul",
+        r"\bmatmul\b|\bgemm\b|\bbmm\b|matrix[- ]multipl\w*|matrix product|split[- ]k\b|\bmma\b|\bwgmma\b|tensor cores?",
+    ),
+    (
+        "reduction",
+        r"\breduction\b|\breduce\b|\bsum over\b|\bsum of\b|row[- ]?sum|\bargmax\b|\bmean over\b|\bsum reduction\b",
+    ),
+    (
+        "fused_elementwise",
+        r"fus\w* (?:elementwise|pointwise|activation)|elementwise chain|bias[- ]gelu|gelu[- ]residual",
+    ),
     ("elementwise", r"\brelu\b|\bgelu\b|\bsilu\b|\bsigmoid\b|elementwise|pointwise|activation"),
 )
 DTYPE_WORDS: tuple[tuple[str, str], ...] = (

@@ -44,6 +44,7 @@ import math
 from dataclasses import dataclass
 
 from skillbase.memory.graph import TechniqueValue
+
 from skillbase.models import FAMILIES, family_lineage
 
 ROOT_PRIOR = (0.0, 0.09)  # mean, variance of a technique's log-gain before any evidence (sd 0.3: x0.74-x1.35)
@@ -98,8 +99,10 @@ def applicability(graph, family: str | None, *, exclude_task: str | None = None)
     for tasks, improved in levels:
         if not tasks:
             continue
-        rates = {t: (improved.get(t, 0) + APPLY_PRIOR * rates.get(t, default)) / (tasks + APPLY_PRIOR)
-                 for t in set(rates) | set(improved)}
+        rates = {
+            t: (improved.get(t, 0) + APPLY_PRIOR * rates.get(t, default)) / (tasks + APPLY_PRIOR)
+            for t in set(rates) | set(improved)
+        }
         default = APPLY_PRIOR * default / (tasks + APPLY_PRIOR)
     own_tasks, own_improved = levels[1]
     return Applicability(rates, default, own_tasks, own_improved)
@@ -153,15 +156,19 @@ def _update(mean: float, var: float, n: int, total: float, obs_var: float) -> tu
     return (mean / var + total / obs_var) / precision, 1.0 / precision
 
 
-def levels_for(family: str | None, task_class: str | None, bottleneck: str | None,
-               profile_state: str | None = None) -> list[dict]:
+def levels_for(
+    family: str | None, task_class: str | None, bottleneck: str | None, profile_state: str | None = None
+) -> list[dict]:
     """Contexts from general to specific, as technique_values keyword sets. A measured profile
     state replaces the task class and roofline bottleneck below the family."""
     bn = bottleneck if bottleneck and bottleneck != "unknown" else None
     out: list[dict] = [{}]
     if profile_state:
-        return out + ([{"family": family}, {"family": family, "profile_state": profile_state}] if family
-                      else [{"profile_state": profile_state}])
+        return out + (
+            [{"family": family}, {"family": family, "profile_state": profile_state}]
+            if family
+            else [{"profile_state": profile_state}]
+        )
     if family:
         out.append({"family": family})
         if task_class:
@@ -251,8 +258,14 @@ def _sibling_families(graph, family: str) -> dict[str, dict]:
     return out
 
 
-def _posterior(t: str, chain: list, spread: list[float], prior_level: int,
-               skill_prior: tuple[float, float] | None, siblings: list | None = None) -> Posterior:
+def _posterior(
+    t: str,
+    chain: list,
+    spread: list[float],
+    prior_level: int,
+    skill_prior: tuple[float, float] | None,
+    siblings: list | None = None,
+) -> Posterior:
     """Walk the contexts from general to specific: the samples of a level
     outside the next one are siblings' evidence (each strays from the query's
     branch by the next level's spread); the deepest level's are direct.

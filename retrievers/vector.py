@@ -34,6 +34,7 @@ class VectorRetriever:
         # (lexical and graph lists add the rest), and a full filtered scan
         # costs ~0.4 s at 100k attempts. A caller's own filter (one suite run's
         # attempts) may match only records far from the query: scan them all.
-        hits = self.store.search(COLLECTION[kind], q.text, k=n, where=flt, documents=False,
-                                 exhaustive=where is not None)
+        hits = self.store.search(
+            COLLECTION[kind], q.text, k=n, where=flt, documents=False, exhaustive=where is not None
+        )
         return [Hit(kind, h.id, h.score, f"similarity {h.score:.2f}", h.metadata) for h in hits]

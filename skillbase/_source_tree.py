@@ -12,8 +12,12 @@ import importlib.util
 import sys
 from pathlib import Path
 
-MAPPED = {"skillbase.memory": "memory", "skillbase.retrievers": "retrievers",
-          "skillbase.mcp_server": "mcp_server", "skillbase.seeds": "seeds"}
+MAPPED = {
+    "skillbase.memory": "memory",
+    "skillbase.retrievers": "retrievers",
+    "skillbase.mcp_server": "mcp_server",
+    "skillbase.seeds": "seeds",
+}
 
 
 class SourceTreeFinder(importlib.abc.MetaPathFinder):
@@ -29,8 +33,7 @@ class SourceTreeFinder(importlib.abc.MetaPathFinder):
         init = self.root / folder / "__init__.py"
         if not init.is_file():
             return None
-        return importlib.util.spec_from_file_location(fullname, init,
-                                                      submodule_search_locations=[str(init.parent)])
+        return importlib.util.spec_from_file_location(fullname, init, submodule_search_locations=[str(init.parent)])
 
 
 def install(package_dir: Path) -> None:

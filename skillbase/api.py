@@ -31,8 +31,23 @@ from skillbase import skills as skill_ops
 from skillbase.config import Settings
 from skillbase.errors import InvalidInput, LimitExceeded, NotFound, SkillbaseError
 from skillbase.models import (
-    Attempt, AttemptSummary, BenchmarkResult, BenchReport, Candidate, CompileReport, Experience, Feedback,
-    InitReport, ProfileReport, RecallResult, Skill, SkillVersion, Suggestion, TaskInfo, TaskSummary, Technique,
+    Attempt,
+    AttemptSummary,
+    BenchmarkResult,
+    BenchReport,
+    Candidate,
+    CompileReport,
+    Experience,
+    Feedback,
+    InitReport,
+    ProfileReport,
+    RecallResult,
+    Skill,
+    SkillVersion,
+    Suggestion,
+    TaskInfo,
+    TaskSummary,
+    Technique,
 )
 from skillbase.toolchain import roofline, tasks, understand
 
@@ -152,9 +167,14 @@ class SkillBase:
         seeded = skill_ops.seed_skills(store, seeds.SKILLS_DIR)
         stats = store.stats()
         return InitReport(
-            home=str(self.settings.home), techniques=len(store.list_techniques()), skills_added=len(seeded.added),
-            skills_total=len(store.list_skills()), records_imported=imported,
-            experiences_total=stats.counts.get("experiences", 0), seconds=time.perf_counter() - start)
+            home=str(self.settings.home),
+            techniques=len(store.list_techniques()),
+            skills_added=len(seeded.added),
+            skills_total=len(store.list_skills()),
+            records_imported=imported,
+            experiences_total=stats.counts.get("experiences", 0),
+            seconds=time.perf_counter() - start,
+        )
 
     # -- tasks ------------------------------------------------------------------
 
@@ -182,8 +202,10 @@ class SkillBase:
             if not isinstance(task, str):
                 raise
             info = self._stored_task(task)
-            note = (f"{task!r} is known to this store from its records only: its reference file is not here "
-                    "(pass the task file's path to benchmark against it)")
+            note = (
+                f"{task!r} is known to this store from its records only: its reference file is not here "
+                "(pass the task file's path to benchmark against it)"
+            )
         attempts = self.memory.list_attempts(task=info.name, limit=500)
         timed = [a for a in attempts if a.bench_report and a.bench_report.timing]
         latest = timed[0].bench_report if timed else None
@@ -192,12 +214,14 @@ class SkillBase:
             hw = latest.hardware
             summary.hardware = hw.key
             summary.baselines_ms = {k: v.median_ms for k, v in latest.baselines.items()}
-            summary.floor_ms = roofline.floor_ms(info.bytes_moved, info.flops, hw.peak_gbps,
-                                                 roofline.peak_rate(hw, info.dtype))
+            summary.floor_ms = roofline.floor_ms(
+                info.bytes_moved, info.flops, hw.peak_gbps, roofline.peak_rate(hw, info.dtype)
+            )
             roof = understand.roof_of(hw)
             if info.understanding is not None and roof is not None:
-                summary.info = info.model_copy(update={
-                    "understanding": understand.with_roof(info.understanding, info.dtype, roof)})
+                summary.info = info.model_copy(
+                    update={"understanding": understand.with_roof(info.understanding, info.dtype, roof)}
+                )
         correct = [a for a in timed if a.verdict == "correct"]
         if correct:
             summary.best = AttemptSummary.of(min(correct, key=lambda a: a.median_ms))
@@ -211,9 +235,11 @@ class SkillBase:
             record = None
         if record is None or record.info is None:
             names = ", ".join(tasks.builtin_names(tasks.builtin_dir()))
-            raise NotFound(f"no task named {name!r} here or in the store",
-                           hint=f"use a task file's path, a built-in name ({names}) or a name that recall or "
-                                "attempt_history printed")
+            raise NotFound(
+                f"no task named {name!r} here or in the store",
+                hint=f"use a task file's path, a built-in name ({names}) or a name that recall or "
+                "attempt_history printed",
+            )
         return record.info
 
     def candidate(self, task: TaskInfo, solution: str | None = None, source: str | None = None) -> Candidate:
@@ -223,23 +249,38 @@ class SkillBase:
         if solution is not None:
             return self.toolchain.resolve_solution(task, solution)
         if len(source.encode()) > self.settings.max_source_bytes:
-            raise LimitExceeded(f"the source is {len(source.encode())} bytes; the limit is "
-                                f"{self.settings.max_source_bytes}", hint="send one solution module, not a bundle")
+            raise LimitExceeded(
+                f"the source is {len(source.encode())} bytes; the limit is {self.settings.max_source_bytes}",
+                hint="send one solution module, not a bundle",
+            )
         return Candidate(source=source)
 
     # -- the kernel loop ----------------------------------------------------------
 
-    def compile(self, task: str | TaskInfo, solution: str | None = None, *, source: str | None = None,
-                arch: str = "sm_90") -> CompileReport:
+    def compile(
+        self, task: str | TaskInfo, solution: str | None = None, *, source: str | None = None, arch: str = "sm_90"
+    ) -> CompileReport:
         """Compile a candidate for ``arch`` without running it: per-kernel registers,
         spills, shared memory, and the first error located in the candidate's source."""
         info = self.task(task)
         return self.toolchain.compile(info, self.candidate(info, solution, source), arch)
 
-    def benchmark(self, task: str | TaskInfo, solution: str | None = None, *, source: str | None = None,
-                  device: str = "auto", parent_id: str | None = None, techniques: Iterable[str] = (),
-                  session: str | None = None, agent: str | None = None, used: Sequence[str] = (),
-                  progress: Progress | None = None, record: bool = True, use_cache: bool = True) -> BenchmarkResult:
+    def benchmark(
+        self,
+        task: str | TaskInfo,
+        solution: str | None = None,
+        *,
+        source: str | None = None,
+        device: str = "auto",
+        parent_id: str | None = None,
+        techniques: Iterable[str] = (),
+        session: str | None = None,
+        agent: str | None = None,
+        used: Sequence[str] = (),
+        progress: Progress | None = None,
+        record: bool = True,
+        use_cache: bool = True,
+    ) -> BenchmarkResult:
         """Verify and time a candidate against the task's reference, and record it as
         an attempt (child of ``parent_id``, applying ``techniques``).
 
@@ -254,19 +295,35 @@ class SkillBase:
         report = self.toolchain.benchmark(info, cand, device, progress=progress, use_cache=use_cache)
         if not record:
             return BenchmarkResult(report=report, parent_id=parent_id)
-        attempt = self.memory.record_benchmark(report, source=cand.source, task=info, parent_id=parent_id,
-                                               techniques=techs, session=session, agent=agent)
+        attempt = self.memory.record_benchmark(
+            report, source=cand.source, task=info, parent_id=parent_id, techniques=techs, session=session, agent=agent
+        )
         gain = _gain(parent, attempt)
         for item in used:
-            self.memory.record_feedback(Feedback(item_kind=_item_kind(item), item_id=item, used=True,
-                                                 attempt_id=attempt.id,
-                                                 improved=None if gain is None else gain > IMPROVED))
-        return BenchmarkResult(attempt_id=attempt.id, report=report, parent_id=parent_id, gain_vs_parent=gain,
-                               recorded=True)
+            self.memory.record_feedback(
+                Feedback(
+                    item_kind=_item_kind(item),
+                    item_id=item,
+                    used=True,
+                    attempt_id=attempt.id,
+                    improved=None if gain is None else gain > IMPROVED,
+                )
+            )
+        return BenchmarkResult(
+            attempt_id=attempt.id, report=report, parent_id=parent_id, gain_vs_parent=gain, recorded=True
+        )
 
-    def profile(self, task: str | TaskInfo, solution: str | None = None, *, source: str | None = None,
-                device: str = "auto", attempt_id: str | None = None, progress: Progress | None = None,
-                record: bool = True) -> ProfileReport:
+    def profile(
+        self,
+        task: str | TaskInfo,
+        solution: str | None = None,
+        *,
+        source: str | None = None,
+        device: str = "auto",
+        attempt_id: str | None = None,
+        progress: Progress | None = None,
+        record: bool = True,
+    ) -> ProfileReport:
         """Profile a candidate's own kernels with Nsight Compute: per-kernel counters, a diagnosis in plain
         words, the matching techniques and a bottleneck state. Stored with ``attempt_id`` (default: the
         latest attempt of this task with the same source), where the graph and later suggestions use its
@@ -276,19 +333,43 @@ class SkillBase:
         report = self.toolchain.profile(info, cand, device, progress=progress)
         if not record:
             return report
-        target = self.memory.get_attempt(attempt_id).id if attempt_id else next(
-            (a.id for a in self.memory.list_attempts(task=info.name, limit=500) if a.source_hash == cand.source_hash),
-            None)
+        target = (
+            self.memory.get_attempt(attempt_id).id
+            if attempt_id
+            else next(
+                (
+                    a.id
+                    for a in self.memory.list_attempts(task=info.name, limit=500)
+                    if a.source_hash == cand.source_hash
+                ),
+                None,
+            )
+        )
         if target is None:
-            return report.model_copy(update={"notes": report.notes + [
-                "not stored: no attempt of this source yet (benchmark it first, or pass attempt_id)"]})
+            return report.model_copy(
+                update={
+                    "notes": report.notes
+                    + ["not stored: no attempt of this source yet (benchmark it first, or pass attempt_id)"]
+                }
+            )
         self.memory.record_profile(target, report)
         return report.model_copy(update={"attempt_id": target})
 
-    def record_evaluation(self, task: str | TaskInfo, report: BenchReport, *, source: str,
-                          parent_id: str | None = None, techniques: Iterable[str] = (), session: str | None = None,
-                          agent: str | None = None, run: str | None = None, notes: str = "",
-                          attempt_id: str | None = None, created_at: Any = None) -> Attempt:
+    def record_evaluation(
+        self,
+        task: str | TaskInfo,
+        report: BenchReport,
+        *,
+        source: str,
+        parent_id: str | None = None,
+        techniques: Iterable[str] = (),
+        session: str | None = None,
+        agent: str | None = None,
+        run: str | None = None,
+        notes: str = "",
+        attempt_id: str | None = None,
+        created_at: Any = None,
+    ) -> Attempt:
         """Record a report evaluated elsewhere (a suite run, another host's GPU) as an attempt,
         exactly as ``benchmark`` would have. With ``attempt_id`` and ``created_at`` given,
         recording the same evaluation again changes nothing."""
@@ -296,14 +377,33 @@ class SkillBase:
         if report.task_signature != info.signature and report.task != info.name:
             raise InvalidInput(f"the report is of task {report.task!r}, not {info.name!r}")
         techs = [self.memory.canonical_technique(t) for t in techniques]
-        return self.memory.record_benchmark(report, source=source, task=info, parent_id=parent_id, techniques=techs,
-                                            session=session, agent=agent, run=run, notes=notes,
-                                            attempt_id=attempt_id, created_at=created_at)
+        return self.memory.record_benchmark(
+            report,
+            source=source,
+            task=info,
+            parent_id=parent_id,
+            techniques=techs,
+            session=session,
+            agent=agent,
+            run=run,
+            notes=notes,
+            attempt_id=attempt_id,
+            created_at=created_at,
+        )
 
-    def recall(self, text: str | None = None, *, task: str | TaskInfo | None = None, source: str | None = None,
-               report: BenchReport | None = None, arch: str | None = None, k: int = 5,
-               kinds: tuple[str, ...] = ("skill", "experience"), run: str | None = None,
-               profile: ProfileReport | None = None) -> RecallResult:
+    def recall(
+        self,
+        text: str | None = None,
+        *,
+        task: str | TaskInfo | None = None,
+        source: str | None = None,
+        report: BenchReport | None = None,
+        arch: str | None = None,
+        k: int = 5,
+        kinds: tuple[str, ...] = ("skill", "experience"),
+        run: str | None = None,
+        profile: ProfileReport | None = None,
+    ) -> RecallResult:
         """The skills and past experiences most likely to speed up this kernel on this
         GPU, each with why it was chosen and its measured evidence; with a task, also
         the next techniques to try. ``run`` (a suite run directory's name) keeps only
@@ -314,25 +414,46 @@ class SkillBase:
                 info = self.task(task)
             except NotFound:
                 info = task  # a task only the store has seen (recorded from another machine)
-        result = self.retriever.recall(text=text, task=info, source=source, report=report, arch=arch, k=k,
-                                       kinds=kinds, run=run, profile=profile)
+        result = self.retriever.recall(
+            text=text, task=info, source=source, report=report, arch=arch, k=k, kinds=kinds, run=run, profile=profile
+        )
         if not result.items and not self.memory.holds_knowledge():
-            result.notes.append(f"the store at {self.settings.home} holds no skills or experiences yet: run "
-                                "`skillbase init` to load the shipped skills and measured experiences")
+            result.notes.append(
+                f"the store at {self.settings.home} holds no skills or experiences yet: run "
+                "`skillbase init` to load the shipped skills and measured experiences"
+            )
         return result
 
-    def suggest(self, task: str | TaskInfo, *, session: str | None = None, arch: str | None = None, k: int = 3,
-                seed: int | None = None) -> list[Suggestion]:
+    def suggest(
+        self,
+        task: str | TaskInfo,
+        *,
+        session: str | None = None,
+        arch: str | None = None,
+        k: int = 3,
+        seed: int | None = None,
+    ) -> list[Suggestion]:
         """The next techniques to try on a task, given the attempts made on it
         (in ``session`` only, when given): measured winners first, a little exploration."""
         info = self.task(task)
         attempts = self.memory.list_attempts(task=info.name, session=session, limit=500)
         return self.retriever.suggest(task=info, attempts=attempts, arch=arch, k=k, seed=seed)
 
-    def record_lesson(self, lesson: str, *, task: str | None = None, before_attempt: str | None = None,
-                      after_attempt: str | None = None, techniques: Iterable[str] = (), title: str = "",
-                      conditions: str = "", session: str | None = None, agent: str | None = None,
-                      experience_id: str | None = None, created_at: Any = None) -> Experience:
+    def record_lesson(
+        self,
+        lesson: str,
+        *,
+        task: str | None = None,
+        before_attempt: str | None = None,
+        after_attempt: str | None = None,
+        techniques: Iterable[str] = (),
+        title: str = "",
+        conditions: str = "",
+        session: str | None = None,
+        agent: str | None = None,
+        experience_id: str | None = None,
+        created_at: Any = None,
+    ) -> Experience:
         """Record what was learned, tied to the attempts that taught it. The gain is
         measured from the attempts (after over before, same hardware), never typed in;
         with only ``after_attempt``, its parent is the before. With ``experience_id`` and
@@ -347,14 +468,26 @@ class SkillBase:
             raise InvalidInput("a lesson needs a task or an attempt", hint="pass after_attempt=<attempt id>")
         techs = list(techniques) or (list(after.techniques) if after else [])
         exp = Experience(
-            title=title, lesson=lesson.strip(), task=anchor.task if anchor else task,
-            task_signature=anchor.task_signature if anchor else None, family=anchor.family if anchor else None,
-            dtype=anchor.dtype if anchor else None, before_attempt=before_id, after_attempt=after_attempt,
-            techniques=[self.memory.canonical_technique(t) for t in techs], gain=_gain(before, after),
+            title=title,
+            lesson=lesson.strip(),
+            task=anchor.task if anchor else task,
+            task_signature=anchor.task_signature if anchor else None,
+            family=anchor.family if anchor else None,
+            dtype=anchor.dtype if anchor else None,
+            before_attempt=before_id,
+            after_attempt=after_attempt,
+            techniques=[self.memory.canonical_technique(t) for t in techs],
+            gain=_gain(before, after),
             bottleneck=before.bottleneck if before else (after.bottleneck if after else None),
-            arch=anchor.arch if anchor else None, hardware=anchor.hardware if anchor else None,
-            conditions=conditions, source="agent", session=session, agent=agent,
-            **({"id": experience_id} if experience_id else {}), **({"created_at": created_at} if created_at else {}))
+            arch=anchor.arch if anchor else None,
+            hardware=anchor.hardware if anchor else None,
+            conditions=conditions,
+            source="agent",
+            session=session,
+            agent=agent,
+            **({"id": experience_id} if experience_id else {}),
+            **({"created_at": created_at} if created_at else {}),
+        )
         return self.memory.record_experience(exp)
 
     def attempt_history(self, task: str, *, session: str | None = None, limit: int = 100) -> list[AttemptSummary]:
@@ -393,14 +526,17 @@ class SkillBase:
         """Every version of a skill: who changed it, when and why."""
         return skill_ops.skill_history(self.memory, name)
 
-    def propose_skill(self, skill: Skill, *, agent: str, from_experiences: Iterable[str] = (),
-                      reason: str = "proposed by an agent"):
+    def propose_skill(
+        self, skill: Skill, *, agent: str, from_experiences: Iterable[str] = (), reason: str = "proposed by an agent"
+    ):
         """Land an agent's skill as a draft for curation; it is never approved here."""
-        return skill_ops.propose_skill(self.memory, skill, agent=agent, from_experiences=from_experiences,
-                                       reason=reason)
+        return skill_ops.propose_skill(
+            self.memory, skill, agent=agent, from_experiences=from_experiences, reason=reason
+        )
 
-    def add_skill(self, source: str | Path | Skill, *, author: str, reason: str = "added",
-                  approve: bool = False) -> Skill:
+    def add_skill(
+        self, source: str | Path | Skill, *, author: str, reason: str = "added", approve: bool = False
+    ) -> Skill:
         """Add a skill from a SKILL.md file, a skill folder or a Skill (a draft unless ``approve``)."""
         return skill_ops.add_skill(self.memory, source, author=author, reason=reason, approve=approve)
 
@@ -414,8 +550,7 @@ class SkillBase:
 
     def deprecate_skill(self, name: str, *, author: str, reason: str, superseded_by: str | None = None) -> Skill:
         """Deprecate a skill, optionally pointing at its replacement."""
-        return skill_ops.deprecate_skill(self.memory, name, author=author, reason=reason,
-                                         superseded_by=superseded_by)
+        return skill_ops.deprecate_skill(self.memory, name, author=author, reason=reason, superseded_by=superseded_by)
 
     def rollback_skill(self, name: str, version: int, *, author: str, reason: str | None = None) -> Skill:
         """A new version equal to an older one."""
@@ -437,16 +572,21 @@ class SkillBase:
 
     def lint_skills(self, targets: Sequence[str | Path] | None = None, *, verify_examples: bool = True):
         """Lint skill files or folders (default: every skill in the store)."""
-        kw = dict(settings=self.settings, store=self.memory, verify_examples=verify_examples,
-                  toolchain=self.toolchain if verify_examples else None)
+        kw = dict(
+            settings=self.settings,
+            store=self.memory,
+            verify_examples=verify_examples,
+            toolchain=self.toolchain if verify_examples else None,
+        )
         if targets:
             return skill_ops.lint_many(list(targets), **kw)
         return skill_ops.lint_many(self.list_skills(), **kw)
 
     def export_skills(self, out_dir: str | Path, *, overwrite: bool = False):
         """Write every approved skill as an Agent Skills folder (SKILL.md + examples)."""
-        return skill_ops.export_agent_skills(self.list_skills("approved"), Path(out_dir), overwrite=overwrite,
-                                             max_bytes=self.settings.max_source_bytes)
+        return skill_ops.export_agent_skills(
+            self.list_skills("approved"), Path(out_dir), overwrite=overwrite, max_bytes=self.settings.max_source_bytes
+        )
 
     def import_skills(self, path: str | Path, *, author: str, approve: bool = False, replace: bool = False):
         """Import Agent Skills folders or markdown files (drafts unless ``approve``); all or nothing."""
@@ -491,8 +631,11 @@ class SkillBase:
             except SkillbaseError:
                 continue  # the file no longer describes a task; its records keep their class
             old = rec.info
-            if info.name != rec.name or (info.signature == rec.signature and old.families == info.families
-                                         and old.understanding == info.understanding):
+            if info.name != rec.name or (
+                info.signature == rec.signature
+                and old.families == info.families
+                and old.understanding == info.understanding
+            ):
                 continue
             n = self.memory.rederive_task(info)
             changed.append({"task": rec.name, "from": rec.signature, "to": info.signature, "records": n})

@@ -44,47 +44,74 @@ class Settings(BaseModel):
     chroma_url: str | None = Field(None, description="chroma server URL for a shared store (SKILLBASE_CHROMA_URL)")
     chroma_token: str | None = Field(None, description="bearer token for the chroma server (SKILLBASE_CHROMA_TOKEN)")
     embedding_model: str | None = Field(
-        None, description="sentence-transformers model path (SKILLBASE_EMBEDDING_MODEL); default: the packaged all-MiniLM-L6-v2"
+        None,
+        description="sentence-transformers model path (SKILLBASE_EMBEDDING_MODEL); default: the packaged all-MiniLM-L6-v2",
     )
     embedding_backend: Literal["auto", "onnx", "torch"] = Field(
-        "auto", description="what runs the embedding model (SKILLBASE_EMBEDDING_BACKEND): ONNX Runtime where the "
-                            "model allows, else torch; or one of them")
+        "auto",
+        description="what runs the embedding model (SKILLBASE_EMBEDDING_BACKEND): ONNX Runtime where the "
+        "model allows, else torch; or one of them",
+    )
     embedding_precision: Literal["int8", "fp32"] = Field(
-        "int8", description="the embedding model's precision (SKILLBASE_EMBEDDING_PRECISION): int8, ONNX Runtime's "
-                            "quantized model where ONNX Runtime runs the model (about 2.4x less CPU a text), "
-                            "or fp32, the float model; a store's vectors are indexed again when it changes")
+        "int8",
+        description="the embedding model's precision (SKILLBASE_EMBEDDING_PRECISION): int8, ONNX Runtime's "
+        "quantized model where ONNX Runtime runs the model (about 2.4x less CPU a text), "
+        "or fp32, the float model; a store's vectors are indexed again when it changes",
+    )
     embedding_threads: int | None = Field(
-        None, ge=1, description="threads that run the embedding model in one process (SKILLBASE_EMBEDDING_THREADS; "
-                                "default half the cores, 1 to 4; `serve --workers N` divides them among its workers)")
+        None,
+        ge=1,
+        description="threads that run the embedding model in one process (SKILLBASE_EMBEDDING_THREADS; "
+        "default half the cores, 1 to 4; `serve --workers N` divides them among its workers)",
+    )
     device: Literal["auto", "cuda", "cpu"] = Field("auto", description="SKILLBASE_DEVICE")
     max_source_bytes: int = Field(256_000, description="largest task or solution source accepted")
     compile_timeout_s: float = Field(180.0, description="wall-clock limit for one compile")
     eval_timeout_s: float = Field(600.0, description="wall-clock limit for one evaluation in a worker")
     baseline_compile_s: float = Field(
-        120.0, ge=0, description="most seconds the max-autotune baseline may spend compiling and autotuning; "
-                                 "past it that baseline is reported unavailable and not tried again for the task "
-                                 "(SKILLBASE_BASELINE_COMPILE_S; 0: no bound)")
+        120.0,
+        ge=0,
+        description="most seconds the max-autotune baseline may spend compiling and autotuning; "
+        "past it that baseline is reported unavailable and not tried again for the task "
+        "(SKILLBASE_BASELINE_COMPILE_S; 0: no bound)",
+    )
     worker_memory_mb: int = Field(24_000, description="address-space limit for CPU workers, MiB")
-    cpu_shape_mb: int = Field(64, ge=1, description="on the CPU, tasks without META['small'] are shrunk until one "
-                                                    "forward moves at most this many MiB (SKILLBASE_CPU_SHAPE_MB)")
+    cpu_shape_mb: int = Field(
+        64,
+        ge=1,
+        description="on the CPU, tasks without META['small'] are shrunk until one "
+        "forward moves at most this many MiB (SKILLBASE_CPU_SHAPE_MB)",
+    )
     worker_file_mb: int = Field(2_048, description="largest file a worker may write, MiB")
-    worker_disk_mb: int = Field(4_096, description="most a worker may hold on the host's disk (its folder: "
-                                                   "workspace and compile caches' writable layer), MiB")
+    worker_disk_mb: int = Field(
+        4_096,
+        description="most a worker may hold on the host's disk (its folder: "
+        "workspace and compile caches' writable layer), MiB",
+    )
     worker_tmp_mb: int = Field(2_048, description="size of a jailed worker's private /tmp (a tmpfs), MiB")
     worker_cpu_s: float = Field(4 * 3600.0, description="CPU seconds a worker process may use in its life")
-    worker_max_procs: int = Field(512, ge=16, description="processes a worker and all it started may run at once "
-                                                          "(a cgroup's pids.max where one can be made)")
+    worker_max_procs: int = Field(
+        512,
+        ge=16,
+        description="processes a worker and all it started may run at once (a cgroup's pids.max where one can be made)",
+    )
     sandbox: Literal["auto", "bwrap", "off"] = Field(
-        "auto", description="how workers are jailed (SKILLBASE_SANDBOX): auto uses bubblewrap where it works "
-                            "and falls back to unconfined workers with a warning; bwrap refuses to evaluate "
-                            "without it; off runs workers unconfined")
-    require_sandbox: bool = Field(False, description="refuse to run candidates where no jail can be built (set by "
-                                                    "`serve --transport http` unless --trust-clients)")
+        "auto",
+        description="how workers are jailed (SKILLBASE_SANDBOX): auto uses bubblewrap where it works "
+        "and falls back to unconfined workers with a warning; bwrap refuses to evaluate "
+        "without it; off runs workers unconfined",
+    )
+    require_sandbox: bool = Field(
+        False,
+        description="refuse to run candidates where no jail can be built (set by "
+        "`serve --transport http` unless --trust-clients)",
+    )
     max_log_chars: int = Field(4_000, description="compiler / error logs are truncated to this in reports")
     agent_model: str = Field("claude-sonnet-4-6", description="model for the reference agent (SKILLBASE_AGENT_MODEL)")
     http_token: str | None = Field(None, description="bearer token for the HTTP transport (SKILLBASE_TOKEN)")
-    ray_address: str | None = Field(None, description="Ray cluster to evaluate on, one actor per GPU "
-                                                       "(SKILLBASE_RAY_ADDRESS; needs skillbase[ray])")
+    ray_address: str | None = Field(
+        None, description="Ray cluster to evaluate on, one actor per GPU (SKILLBASE_RAY_ADDRESS; needs skillbase[ray])"
+    )
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None, **overrides) -> "Settings":

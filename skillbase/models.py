@@ -75,18 +75,28 @@ FAMILIES: dict[str, str] = {
 }
 
 FAMILY_PARENTS: dict[str, tuple[str, ...]] = {
-    "gemv": ("matmul",), "batched_matmul": ("matmul",),
-    "conv_transpose": ("conv",), "depthwise_conv": ("conv",),
+    "gemv": ("matmul",),
+    "batched_matmul": ("matmul",),
+    "conv_transpose": ("conv",),
+    "depthwise_conv": ("conv",),
     # A convolution's epilogue is fused like a GEMM's (implicit GEMM makes it one).
     "conv_epilogue": ("conv", "matmul_epilogue"),
-    "argreduce": ("reduction",), "fused_reduction": ("reduction",),
-    "batch_norm": ("norm",), "layer_norm": ("norm",), "group_norm": ("norm",), "instance_norm": ("norm",),
-    "rms_norm": ("norm",), "l1_norm": ("norm",), "l2_norm": ("norm",), "log_softmax": ("softmax",),
+    "argreduce": ("reduction",),
+    "fused_reduction": ("reduction",),
+    "batch_norm": ("norm",),
+    "layer_norm": ("norm",),
+    "group_norm": ("norm",),
+    "instance_norm": ("norm",),
+    "rms_norm": ("norm",),
+    "l1_norm": ("norm",),
+    "l2_norm": ("norm",),
+    "log_softmax": ("softmax",),
 }
 """The broader families a family belongs to: what is written for the broader one applies to it."""
 
-QUALIFIER_FAMILIES = frozenset({"batch_norm", "layer_norm", "group_norm", "instance_norm", "rms_norm", "l1_norm",
-                                "l2_norm", "log_softmax"})
+QUALIFIER_FAMILIES = frozenset(
+    {"batch_norm", "layer_norm", "group_norm", "instance_norm", "rms_norm", "l1_norm", "l2_norm", "log_softmax"}
+)
 
 
 def family_lineage(family: str | None) -> tuple[str, ...]:
@@ -98,6 +108,7 @@ def family_lineage(family: str | None) -> tuple[str, ...]:
     for f in out:
         out += [p for p in FAMILY_PARENTS.get(f, ()) if p not in out]
     return tuple(out)
+
 
 DTYPES: tuple[str, ...] = ("fp32", "fp16", "bf16", "fp8", "int8", "mixed")
 
@@ -165,11 +176,13 @@ class Hardware(Record):
     l2_bytes: int | None = None
     driver: str | None = None
     peak_gbps: float | None = Field(
-        None, description="measured memory bandwidth, GB/s: the best of several large streaming operations "
-                          "(copy, sum, fill, add), each counting the bytes it must move"
+        None,
+        description="measured memory bandwidth, GB/s: the best of several large streaming operations "
+        "(copy, sum, fill, add), each counting the bytes it must move",
     )
-    bandwidth_probes_gbps: dict[str, float] = Field(default_factory=dict,
-                                                    description="each streaming probe's bandwidth, GB/s")
+    bandwidth_probes_gbps: dict[str, float] = Field(
+        default_factory=dict, description="each streaming probe's bandwidth, GB/s"
+    )
     datasheet_gbps: float | None = Field(None, description="the vendor's stated memory bandwidth, GB/s, if known")
     peak_tflops: dict[str, float] = Field(
         default_factory=dict, description="measured dense matmul rate per dtype, TFLOP/s"
@@ -206,8 +219,10 @@ class OpInfo(Record):
     """One ATen op of a traced forward, with what it costs when it runs as its own kernel."""
 
     op: str = Field(description="ATen op, e.g. 'aten.addmm'")
-    kind: str = Field(description="matmul, conv, attention, softmax, norm, pooling, reduction, argreduce, scan, loss, "
-                                  "elementwise, layout, factory, other")
+    kind: str = Field(
+        description="matmul, conv, attention, softmax, norm, pooling, reduction, argreduce, scan, loss, "
+        "elementwise, layout, factory, other"
+    )
     family: str | None = Field(None, description="the family this op alone would be, e.g. 'conv_transpose'")
     inputs: list[list[int]] = Field(default_factory=list, description="shapes of its tensor inputs")
     output: list[int] = Field(default_factory=list, description="shape of its (first) output")
@@ -222,8 +237,9 @@ class FusionInfo(Record):
 
     eager_kernels: int = Field(0, description="kernels the forward launches op by op (views and empty tensors: none)")
     eager_bytes: int = Field(0, description="bytes moved op by op: every op reads its inputs and writes its outputs")
-    min_bytes: int = Field(0, description="fewest bytes one fused kernel must move: inputs and weights read once, "
-                                          "outputs written once")
+    min_bytes: int = Field(
+        0, description="fewest bytes one fused kernel must move: inputs and weights read once, outputs written once"
+    )
     intermediate_bytes: int = Field(0, description="bytes of tensors one op writes and a later op reads")
     removable_bytes: int = Field(0, description="eager_bytes - min_bytes: traffic a full fusion removes")
 
@@ -233,15 +249,17 @@ class TaskUnderstanding(Record):
 
     family: str = Field(description="primary family from the trace ('other' when it could not be traced)")
     families: list[str] = Field(default_factory=list, description="every family the forward shows, most telling first")
-    ops: list[OpInfo] = Field(default_factory=list,
-                              description="the op sequence, the first 64 ops at most (ops_total counts all)")
+    ops: list[OpInfo] = Field(
+        default_factory=list, description="the op sequence, the first 64 ops at most (ops_total counts all)"
+    )
     ops_total: int = 0
     bytes: int = Field(0, description="fewest bytes a fused kernel must move (FusionInfo.min_bytes)")
     flops: int = Field(0, description="FLOPs of every op, elementwise and transcendental ones included")
     transcendentals: int = 0
     intensity: float = Field(0.0, description="flops / bytes, FLOP per byte")
     regime: Literal["launch", "memory", "compute"] | None = Field(
-        None, description="what bounds the fused kernel on `device`: launch (floor under 10 us), memory or compute")
+        None, description="what bounds the fused kernel on `device`: launch (floor under 10 us), memory or compute"
+    )
     device: str = Field("", description="the roofline the regime was read from")
     fusion: FusionInfo = Field(default_factory=FusionInfo)
     traced: Literal["meta", "meta_after_cpu_init", "cpu_shrunk", "failed"] = "meta"
@@ -413,28 +431,37 @@ class BenchReport(Record):
     message: str = Field("", description="one line a person or agent reads first")
     correctness: CorrectnessReport | None = None
     timing: TimingStats | None = Field(
-        None, description="device time of one call (what the GPU spends; speedups and % of SOL use it)")
+        None, description="device time of one call (what the GPU spends; speedups and % of SOL use it)"
+    )
     timing_unavailable: str | None = Field(None, description="why there is no timing (e.g. no GPU)")
     host_ms_per_call: dict[str, float] = Field(
-        default_factory=dict, description="what a caller pays per call, launches included (back-to-back calls, "
-                                          "wall clock), ms: 'candidate', 'eager', 'torch_compile'")
+        default_factory=dict,
+        description="what a caller pays per call, launches included (back-to-back calls, "
+        "wall clock), ms: 'candidate', 'eager', 'torch_compile'",
+    )
     phases_s: dict[str, float] = Field(
-        default_factory=dict, description="wall seconds of the evaluation's phases: 'build' (CUDA C++ extension "
-                                          "builds), 'first_call' (the one-time cost inside the candidate's first "
-                                          "call, Triton compiling and autotuning: its first forward less its "
-                                          "fastest later one), 'to_timing' (request start to the first timed call), "
-                                          "'total'; "
-                                          "and in order: 'reference', 'baselines', 'load_and_build', 'first_trial' (the candidate's "
-                                          "kernels compile and autotune), 'trials', "
-                                          "'inputs_rewritten', 'wider_inputs', 'checks_and_extra_shapes', "
-                                          "'profiled_checks', 'timing'")
+        default_factory=dict,
+        description="wall seconds of the evaluation's phases: 'build' (CUDA C++ extension "
+        "builds), 'first_call' (the one-time cost inside the candidate's first "
+        "call, Triton compiling and autotuning: its first forward less its "
+        "fastest later one), 'to_timing' (request start to the first timed call), "
+        "'total'; "
+        "and in order: 'reference', 'baselines', 'load_and_build', 'first_trial' (the candidate's "
+        "kernels compile and autotune), 'trials', "
+        "'inputs_rewritten', 'wider_inputs', 'checks_and_extra_shapes', "
+        "'profiled_checks', 'timing'",
+    )
     baselines: dict[str, TimingStats] = Field(
-        default_factory=dict, description="'eager', 'torch_compile' (default mode), 'torch_compile_max_autotune'")
+        default_factory=dict, description="'eager', 'torch_compile' (default mode), 'torch_compile_max_autotune'"
+    )
     speedup_vs_eager: float | None = None
     speedup_vs_compile: float | None = Field(None, description="over torch.compile's default mode")
     speedup_vs_max_autotune: float | None = Field(None, description="over torch.compile(mode='max-autotune')")
-    precision: str | None = Field(None, description="the float32 policy the verdict and timings ran under: "
-                                                    "'exact fp32' (TF32 off, as PyTorch defaults) or 'TF32 allowed'")
+    precision: str | None = Field(
+        None,
+        description="the float32 policy the verdict and timings ran under: "
+        "'exact fp32' (TF32 off, as PyTorch defaults) or 'TF32 allowed'",
+    )
     roofline: Roofline | None = None
     custom_kernels: list[str] = Field(default_factory=list, description="kernels the candidate launched")
     error: ErrorInfo | None = None
@@ -534,9 +561,13 @@ class AppliesWhen(Record):
     min_arch: str | None = Field(None, description="e.g. 'sm_90' for Hopper-only techniques")
     requires_features: list[str] = Field(default_factory=list, description="names from CODE_FEATURES")
     excludes_features: list[str] = Field(default_factory=list, description="names from CODE_FEATURES")
-    metrics: list[str] = Field(default_factory=list, description=(
-        "profile conditions, any one of which makes the skill apply, as 'METRIC OP VALUE' with a metric from "
-        "PROFILE_METRICS, e.g. 'ld_sectors_per_request > 8' or 'occupancy_limiter == registers'"))
+    metrics: list[str] = Field(
+        default_factory=list,
+        description=(
+            "profile conditions, any one of which makes the skill apply, as 'METRIC OP VALUE' with a metric from "
+            "PROFILE_METRICS, e.g. 'ld_sectors_per_request > 8' or 'occupancy_limiter == registers'"
+        ),
+    )
 
 
 class Evidence(Record):
@@ -584,7 +615,9 @@ class Skill(Record):
     version: int = 1
     provenance: Provenance = Field(default_factory=Provenance)
     body: str = ""
-    superseded_by: str | None = Field(None, description="for a deprecated skill: the skill that replaces it (after a merge)")
+    superseded_by: str | None = Field(
+        None, description="for a deprecated skill: the skill that replaces it (after a merge)"
+    )
     files: dict[str, str] = Field(
         default_factory=dict,
         description="text files that live beside SKILL.md (the examples): relative path -> content",
@@ -655,7 +688,9 @@ class RecallItem(Record):
     summary: str
     techniques: list[str] = Field(default_factory=list)
     score: float
-    parts: dict[str, float] = Field(default_factory=dict, description="score components: vector, lexical, graph, value, ...")
+    parts: dict[str, float] = Field(
+        default_factory=dict, description="score components: vector, lexical, graph, value, ..."
+    )
     why: str = Field(description="one sentence: why this was chosen")
     evidence: list[Evidence] = Field(default_factory=list)
 
@@ -804,8 +839,9 @@ def parse_metric_condition(cond: str) -> tuple[str, str, str] | None:
     return (m.group(1), m.group(2), m.group(3)) if m else None
 
 
-ProfileUnavailable = Literal["no_gpu", "ncu_missing", "ncu_not_permitted", "ncu_failed", "ncu_timeout",
-                             "candidate_failed", "no_own_kernels"]
+ProfileUnavailable = Literal[
+    "no_gpu", "ncu_missing", "ncu_not_permitted", "ncu_failed", "ncu_timeout", "candidate_failed", "no_own_kernels"
+]
 
 
 class StallShare(Record):
@@ -857,8 +893,9 @@ class Finding(Record):
 
     kernel: str
     problem: str = Field(description="a PROFILE_STATES key")
-    summary: str = Field(description="plain words with the numbers, e.g. 'uncoalesced loads: 32.0 sectors per "
-                                     "request, 4.0 expected'")
+    summary: str = Field(
+        description="plain words with the numbers, e.g. 'uncoalesced loads: 32.0 sectors per request, 4.0 expected'"
+    )
     severity: float = Field(description="0..1: the share of the kernel's time it plausibly costs")
     techniques: list[str] = Field(default_factory=list, description="techniques that address it")
 
@@ -897,8 +934,9 @@ class ProfileReport(Record):
     torch_kernels: list[TimedKernel] = Field(default_factory=list)
     findings: list[Finding] = Field(default_factory=list, description="most severe first")
     state: str | None = Field(None, description="the discretised bottleneck state (a PROFILE_STATES key)")
-    metrics: dict[str, float | str] = Field(default_factory=dict,
-                                            description="the dominant kernel's metrics by PROFILE_METRICS name")
+    metrics: dict[str, float | str] = Field(
+        default_factory=dict, description="the dominant kernel's metrics by PROFILE_METRICS name"
+    )
     diagnosis: str = Field("", description="a few plain sentences")
     techniques: list[str] = Field(default_factory=list, description="matching techniques, most relevant first")
     bound: Bottleneck = "unknown"

@@ -37,8 +37,18 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from skillbase import seeds
 from skillbase.errors import InvalidInput, NotFound
 from skillbase.models import (
-    AppliesWhen, AttemptSummary, BenchmarkResult, CompileReport, Experience, Language, ProfileReport, RecallResult,
-    Skill, Suggestion, TaskSummary, Technique,
+    AppliesWhen,
+    AttemptSummary,
+    BenchmarkResult,
+    CompileReport,
+    Experience,
+    Language,
+    ProfileReport,
+    RecallResult,
+    Skill,
+    Suggestion,
+    TaskSummary,
+    Technique,
 )
 
 if TYPE_CHECKING:
@@ -82,22 +92,41 @@ class ToolInput(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-TaskRef = Annotated[str, Field(
-    min_length=1, max_length=1024,
-    description="a built-in task name such as 'row_softmax' or 'matmul', or the path of a KernelBench-format "
-                "task file inside the workspace")]
-Source = Annotated[str, Field(
-    description="the full text of a Python module defining ModelNew (Triton kernels, or CUDA C++ through "
-                "torch.utils.cpp_extension.load_inline); at most 256 kB")]
-SourcePath = Annotated[str, Field(
-    min_length=1, max_length=1024,
-    description="instead of `source`: the path of the solution file inside the workspace")]
+TaskRef = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=1024,
+        description="a built-in task name such as 'row_softmax' or 'matmul', or the path of a KernelBench-format "
+        "task file inside the workspace",
+    ),
+]
+Source = Annotated[
+    str,
+    Field(
+        description="the full text of a Python module defining ModelNew (Triton kernels, or CUDA C++ through "
+        "torch.utils.cpp_extension.load_inline); at most 256 kB"
+    ),
+]
+SourcePath = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=1024,
+        description="instead of `source`: the path of the solution file inside the workspace",
+    ),
+]
 AttemptId = Annotated[str, Field(pattern=_ATTEMPT_ID, description="an attempt id such as 'att_01a2077aecac_a2ae15ef'")]
-Session = Annotated[str, Field(min_length=1, max_length=128,
-                               description="a label grouping this agent run's attempts and lessons")]
-TechniqueList = Annotated[list[Annotated[str, Field(min_length=1, max_length=64)]], Field(
-    max_length=12,
-    description="techniques applied, by canonical name or alias, e.g. ['online-softmax', 'vectorized loads']")]
+Session = Annotated[
+    str, Field(min_length=1, max_length=128, description="a label grouping this agent run's attempts and lessons")
+]
+TechniqueList = Annotated[
+    list[Annotated[str, Field(min_length=1, max_length=64)]],
+    Field(
+        max_length=12,
+        description="techniques applied, by canonical name or alias, e.g. ['online-softmax', 'vectorized loads']",
+    ),
+]
 
 
 class _Candidate(ToolInput):
@@ -108,7 +137,9 @@ class _Candidate(ToolInput):
     @model_validator(mode="after")
     def _one_candidate(self):
         if (self.source is None) == (self.source_path is None):
-            raise ValueError("give exactly one of `source` (the module text) and `source_path` (a file in the workspace)")
+            raise ValueError(
+                "give exactly one of `source` (the module text) and `source_path` (a file in the workspace)"
+            )
         return self
 
 
@@ -129,33 +160,45 @@ class BenchmarkKernelInput(_Candidate):
     parent_id: AttemptId | None = Field(None, description="the attempt this candidate improves on (its lineage parent)")
     techniques: TechniqueList = Field(default_factory=list)
     used: list[Annotated[str, Field(min_length=1, max_length=80)]] = Field(
-        default_factory=list, max_length=20,
+        default_factory=list,
+        max_length=20,
         description="ids of recalled items (skill names, exp_... or att_... ids) that shaped this candidate; "
-                    "whether it beat its parent is recorded as feedback on each")
+        "whether it beat its parent is recorded as feedback on each",
+    )
     session: Session | None = None
     device: Literal["auto", "cuda", "cpu"] = Field(
-        "auto", description="'auto' uses a GPU when there is one; 'cpu' only verifies, under the Triton interpreter")
+        "auto", description="'auto' uses a GPU when there is one; 'cpu' only verifies, under the Triton interpreter"
+    )
 
 
 class ProfileKernelInput(_Candidate):
     device: Literal["auto", "cuda", "cpu"] = Field(
-        "auto", description="'auto' profiles on a GPU when there is one; without one the answer says what was "
-                            "measured instead")
+        "auto",
+        description="'auto' profiles on a GPU when there is one; without one the answer says what was measured instead",
+    )
     attempt_id: AttemptId | None = Field(
-        None, description="store the profile with this attempt (default: the latest attempt of the same source)")
+        None, description="store the profile with this attempt (default: the latest attempt of the same source)"
+    )
 
 
 class RecallInput(ToolInput):
     task: TaskRef | None = None
-    query: str | None = Field(None, min_length=1, max_length=2000,
-                              description="plain words, e.g. 'softmax rows too wide for registers'")
+    query: str | None = Field(
+        None, min_length=1, max_length=2000, description="plain words, e.g. 'softmax rows too wide for registers'"
+    )
     source: Source | None = Field(None, description="the current candidate's source, to match on its code")
-    attempt_id: AttemptId | None = Field(None, description="use this attempt's source, verdict and bottleneck as the query")
+    attempt_id: AttemptId | None = Field(
+        None, description="use this attempt's source, verdict and bottleneck as the query"
+    )
     arch: str | None = Field(None, pattern=r"^sm_\d{2,3}a?$", description="the GPU to recall for, e.g. 'sm_90'")
     k: int = Field(5, ge=1, le=20, description="how many skills and experiences to return")
-    run: str | None = Field(None, min_length=1, max_length=200,
-                            description="only this suite run's attempts (its run directory's name) and the lessons "
-                                        "about them, instead of skills and experiences")
+    run: str | None = Field(
+        None,
+        min_length=1,
+        max_length=200,
+        description="only this suite run's attempts (its run directory's name) and the lessons "
+        "about them, instead of skills and experiences",
+    )
 
     @model_validator(mode="after")
     def _something(self):
@@ -171,10 +214,15 @@ class SuggestNextInput(ToolInput):
 
 
 class RecordLessonInput(ToolInput):
-    lesson: str = Field(min_length=1, max_length=4000,
-                        description="what worked or failed and why, in a few sentences another agent can act on")
+    lesson: str = Field(
+        min_length=1,
+        max_length=4000,
+        description="what worked or failed and why, in a few sentences another agent can act on",
+    )
     after_attempt: AttemptId | None = Field(None, description="the attempt that showed the lesson")
-    before_attempt: AttemptId | None = Field(None, description="the attempt it is compared with (default: after's parent)")
+    before_attempt: AttemptId | None = Field(
+        None, description="the attempt it is compared with (default: after's parent)"
+    )
     task: TaskRef | None = Field(None, description="the task, when no attempt is given")
     techniques: TechniqueList = Field(default_factory=list)
     title: str = Field("", max_length=120, description="a short headline")
@@ -184,7 +232,9 @@ class RecordLessonInput(ToolInput):
     @model_validator(mode="after")
     def _anchored(self):
         if not (self.after_attempt or self.before_attempt or self.task):
-            raise ValueError("a lesson needs `after_attempt` (usually the attempt just benchmarked), `before_attempt` or `task`")
+            raise ValueError(
+                "a lesson needs `after_attempt` (usually the attempt just benchmarked), `before_attempt` or `task`"
+            )
         return self
 
 
@@ -195,19 +245,28 @@ class GetSkillInput(ToolInput):
 
 
 class ProposeSkillInput(ToolInput):
-    name: str = Field(min_length=1, max_length=64, pattern=r"^[a-z0-9]+(-[a-z0-9]+)*$",
-                      description="lowercase words joined by hyphens, e.g. 'split-wide-rows-across-programs'")
-    description: str = Field(min_length=1, max_length=1024,
-                             description="what the skill does and when to use it, in one paragraph")
-    body: str = Field(min_length=1, max_length=MAX_SKILL_BODY_CHARS,
-                      description="markdown: the technique explained, with a short code sketch")
+    name: str = Field(
+        min_length=1,
+        max_length=64,
+        pattern=r"^[a-z0-9]+(-[a-z0-9]+)*$",
+        description="lowercase words joined by hyphens, e.g. 'split-wide-rows-across-programs'",
+    )
+    description: str = Field(
+        min_length=1, max_length=1024, description="what the skill does and when to use it, in one paragraph"
+    )
+    body: str = Field(
+        min_length=1,
+        max_length=MAX_SKILL_BODY_CHARS,
+        description="markdown: the technique explained, with a short code sketch",
+    )
     techniques: TechniqueList = Field(default_factory=list)
     applies_when: AppliesWhen | None = Field(None, description="families, bottlenecks, dtypes, min_arch it applies to")
     languages: list[Language] = Field(default_factory=list)
     expected_effect: str = Field("", max_length=1000, description="the speedup seen and where")
     pitfalls: list[Annotated[str, Field(max_length=500)]] = Field(default_factory=list, max_length=12)
     from_experiences: list[Annotated[str, Field(pattern=_EXPERIENCE_ID)]] = Field(
-        default_factory=list, max_length=20, description="ids of the recorded experiences it distils")
+        default_factory=list, max_length=20, description="ids of the recorded experiences it distils"
+    )
     reason: str = Field("proposed by an agent", max_length=300, description="why this skill should exist")
 
 
@@ -261,13 +320,15 @@ class ProposalView(Output):
 
 
 class ListTechniquesInput(ToolInput):
-    category: str | None = Field(None, min_length=1, max_length=64,
-                                 description="only this category, e.g. 'memory-access' or 'tuning'")
+    category: str | None = Field(
+        None, min_length=1, max_length=64, description="only this category, e.g. 'memory-access' or 'tuning'"
+    )
 
 
 class TechniqueVocabulary(Output):
-    techniques: list[Technique] = Field(description="name (what `techniques` arguments take), category, what it is, "
-                                                    "and the aliases also accepted")
+    techniques: list[Technique] = Field(
+        description="name (what `techniques` arguments take), category, what it is, and the aliases also accepted"
+    )
 
 
 class AttemptHistory(Output):
@@ -297,9 +358,10 @@ def resolve_path(value: str, ctx: CallContext, *, what: str) -> Path:
     path = (raw if raw.is_absolute() else workspace / raw).resolve()
     roots = [workspace, seeds.TASKS_DIR.resolve()]
     if not _inside(path, roots):
-        raise InvalidInput(f"{what} path {value!r} is outside the workspace {str(workspace)!r}",
-                           hint=f"pass a path inside {workspace} (or a built-in task name); "
-                                "the server reads no file elsewhere")
+        raise InvalidInput(
+            f"{what} path {value!r} is outside the workspace {str(workspace)!r}",
+            hint=f"pass a path inside {workspace} (or a built-in task name); the server reads no file elsewhere",
+        )
     if path.is_dir() and (path / "task.py").is_file():
         path = path / "task.py"
     if not path.is_file():
@@ -309,8 +371,11 @@ def resolve_path(value: str, ctx: CallContext, *, what: str) -> Path:
 
 def names_a_task(value: str, ctx: CallContext) -> bool:
     """Whether ``value`` is taken as a task's name (built-in or recorded): no file is read for it."""
-    return bool(_BUILTIN_NAME.match(value)) and not value.endswith(".py") and (
-        (seeds.TASKS_DIR / value / "task.py").is_file() or not (ctx.workspace / value).exists())
+    return (
+        bool(_BUILTIN_NAME.match(value))
+        and not value.endswith(".py")
+        and ((seeds.TASKS_DIR / value / "task.py").is_file() or not (ctx.workspace / value).exists())
+    )
 
 
 def resolve_task(value: str, ctx: CallContext) -> str:
@@ -361,8 +426,13 @@ def load_task(sb: "SkillBase", args: LoadTaskInput, ctx: CallContext) -> TaskVie
         summary = sb.load_task(args.task)
         return TaskView(summary=summary, reference_source="", solutions=[], resource=f"task://{summary.info.name}")
     source, cut = _clip(sb.task_source(info), MAX_REFERENCE_CHARS)
-    return TaskView(summary=sb.load_task(info), reference_source=source, source_truncated=cut,
-                    solutions=sorted(info.solutions), resource=f"task://{info.name}")
+    return TaskView(
+        summary=sb.load_task(info),
+        reference_source=source,
+        source_truncated=cut,
+        solutions=sorted(info.solutions),
+        resource=f"task://{info.name}",
+    )
 
 
 def compile_kernel(sb: "SkillBase", args: CompileKernelInput, ctx: CallContext) -> CompileReport:
@@ -374,9 +444,17 @@ def compile_kernel(sb: "SkillBase", args: CompileKernelInput, ctx: CallContext) 
 
 def benchmark_kernel(sb: "SkillBase", args: BenchmarkKernelInput, ctx: CallContext) -> BenchmarkResult:
     _check_attempts(sb, args.parent_id)
-    result = sb.benchmark(resolve_task(args.task, ctx), **_candidate(args, ctx), device=args.device,
-                          parent_id=args.parent_id, techniques=args.techniques, session=args.session,
-                          agent=ctx.agent, used=args.used, progress=ctx.progress)
+    result = sb.benchmark(
+        resolve_task(args.task, ctx),
+        **_candidate(args, ctx),
+        device=args.device,
+        parent_id=args.parent_id,
+        techniques=args.techniques,
+        session=args.session,
+        agent=ctx.agent,
+        used=args.used,
+        progress=ctx.progress,
+    )
     report = result.report
     if report.error and len(report.error.traceback) > MAX_TRACEBACK_CHARS:
         tail = report.error.traceback[-MAX_TRACEBACK_CHARS:]
@@ -392,8 +470,10 @@ def list_techniques(sb: "SkillBase", args: ListTechniquesInput, ctx: CallContext
         rows = [t for t in rows if t.category == args.category]
         if not rows:
             known = sorted({t.category for t in sb.list_techniques()})
-            raise InvalidInput(f"no technique of category {args.category!r}",
-                               hint=f"categories: {', '.join(known)}; or call list_techniques without one")
+            raise InvalidInput(
+                f"no technique of category {args.category!r}",
+                hint=f"categories: {', '.join(known)}; or call list_techniques without one",
+            )
     return TechniqueVocabulary(techniques=rows)
 
 
@@ -405,33 +485,53 @@ def recall(sb: "SkillBase", args: RecallInput, ctx: CallContext) -> RecallResult
         source, report, task = source or attempt.source, attempt.bench_report, task or attempt.task
     task_ref = resolve_task(task, ctx) if task else None
     profile = sb.memory.get_profile(args.attempt_id) if args.attempt_id else None
-    result = sb.recall(args.query, task=task_ref, source=source, report=report, arch=args.arch, k=args.k,
-                       run=args.run, profile=profile)
+    result = sb.recall(
+        args.query, task=task_ref, source=source, report=report, arch=args.arch, k=args.k, run=args.run, profile=profile
+    )
     items = [i.model_copy(update={"evidence": i.evidence[:MAX_EVIDENCE_PER_ITEM]}) for i in result.items]
     return result.model_copy(update={"items": items})
 
 
 def profile_kernel(sb: "SkillBase", args: ProfileKernelInput, ctx: CallContext) -> ProfileReport:
     _check_attempts(sb, args.attempt_id)
-    report = sb.profile(resolve_task(args.task, ctx), **_candidate(args, ctx), device=args.device,
-                        attempt_id=args.attempt_id, progress=ctx.progress)
+    report = sb.profile(
+        resolve_task(args.task, ctx),
+        **_candidate(args, ctx),
+        device=args.device,
+        attempt_id=args.attempt_id,
+        progress=ctx.progress,
+    )
     # The raw CSV is for fixtures and humans (the CLI's --json has it); the counters are parsed above it.
-    return report.model_copy(update={"raw_csv": "", "kernels": report.kernels[:MAX_PROFILED_KERNELS],
-                                     "findings": report.findings[:MAX_DIAGNOSTICS]})
+    return report.model_copy(
+        update={
+            "raw_csv": "",
+            "kernels": report.kernels[:MAX_PROFILED_KERNELS],
+            "findings": report.findings[:MAX_DIAGNOSTICS],
+        }
+    )
 
 
 def suggest_next(sb: "SkillBase", args: SuggestNextInput, ctx: CallContext) -> SuggestionList:
     info = sb.task(resolve_task(args.task, ctx))
-    return SuggestionList(task=info.name, session=args.session,
-                          suggestions=sb.suggest(info, session=args.session, k=args.k))
+    return SuggestionList(
+        task=info.name, session=args.session, suggestions=sb.suggest(info, session=args.session, k=args.k)
+    )
 
 
 def record_lesson(sb: "SkillBase", args: RecordLessonInput, ctx: CallContext) -> Experience:
     _check_attempts(sb, args.after_attempt, args.before_attempt)
     task = sb.task_name(resolve_task(args.task, ctx)) if args.task else None
-    return sb.record_lesson(args.lesson, task=task, before_attempt=args.before_attempt,
-                            after_attempt=args.after_attempt, techniques=args.techniques, title=args.title,
-                            conditions=args.conditions, session=args.session, agent=ctx.agent)
+    return sb.record_lesson(
+        args.lesson,
+        task=task,
+        before_attempt=args.before_attempt,
+        after_attempt=args.after_attempt,
+        techniques=args.techniques,
+        title=args.title,
+        conditions=args.conditions,
+        session=args.session,
+        agent=ctx.agent,
+    )
 
 
 def get_skill(sb: "SkillBase", args: GetSkillInput, ctx: CallContext) -> SkillView:
@@ -461,17 +561,31 @@ def get_skill(sb: "SkillBase", args: GetSkillInput, ctx: CallContext) -> SkillVi
 
 def propose_skill(sb: "SkillBase", args: ProposeSkillInput, ctx: CallContext) -> ProposalView:
     try:
-        skill = Skill(name=args.name, description=args.description, body=args.body, techniques=args.techniques,
-                      applies_when=args.applies_when or AppliesWhen(), languages=args.languages,
-                      expected_effect=args.expected_effect, pitfalls=args.pitfalls)
+        skill = Skill(
+            name=args.name,
+            description=args.description,
+            body=args.body,
+            techniques=args.techniques,
+            applies_when=args.applies_when or AppliesWhen(),
+            languages=args.languages,
+            expected_effect=args.expected_effect,
+            pitfalls=args.pitfalls,
+        )
     except ValidationError as e:
-        raise InvalidInput(f"the skill is malformed: {_first_error(e)}", hint="fix the field and propose again") from None
+        raise InvalidInput(
+            f"the skill is malformed: {_first_error(e)}", hint="fix the field and propose again"
+        ) from None
     proposal = sb.propose_skill(skill, agent=ctx.agent, from_experiences=args.from_experiences, reason=args.reason)
     stored = proposal.skill
     decision = proposal.decision.reason if proposal.decision else None
-    return ProposalView(name=stored.name, version=stored.version, status=stored.status,
-                        from_experiences=stored.provenance.from_experiences, decision=decision,
-                        resource=f"skill://{stored.name}")
+    return ProposalView(
+        name=stored.name,
+        version=stored.version,
+        status=stored.status,
+        from_experiences=stored.provenance.from_experiences,
+        decision=decision,
+        resource=f"skill://{stored.name}",
+    )
 
 
 def _history_by_name(sb: "SkillBase", args: AttemptHistoryInput, ctx: CallContext) -> bool:
@@ -483,8 +597,9 @@ def attempt_history(sb: "SkillBase", args: AttemptHistoryInput, ctx: CallContext
     attempts = sb.attempt_history(resolve_task(args.task, ctx), session=args.session, limit=args.limit)
     timed = [a for a in attempts if a.verdict == "correct" and a.median_ms]
     best = min(timed, key=lambda a: a.median_ms).id if timed else None
-    return AttemptHistory(task=attempts[0].task if attempts else args.task, session=args.session,
-                          attempts=attempts, best_id=best)
+    return AttemptHistory(
+        task=attempts[0].task if attempts else args.task, session=args.session, attempts=attempts, best_id=best
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -496,14 +611,44 @@ def attempt_history(sb: "SkillBase", args: AttemptHistoryInput, ctx: CallContext
 # accepts null once "null" joins its type, and nothing else changes (unlike enum, const, anyOf ...).
 _ANNOTATIONS = frozenset({"title", "description", "default", "examples"})
 _TYPE_BOUND = _ANNOTATIONS | {
-    "type", "format", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
-    "minLength", "maxLength", "pattern", "items", "prefixItems", "minItems", "maxItems", "uniqueItems",
-    "properties", "required", "additionalProperties", "minProperties", "maxProperties",
+    "type",
+    "format",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "multipleOf",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "items",
+    "prefixItems",
+    "minItems",
+    "maxItems",
+    "uniqueItems",
+    "properties",
+    "required",
+    "additionalProperties",
+    "minProperties",
+    "maxProperties",
 }
 _SCHEMA_MAPS = frozenset({"properties", "patternProperties", "dependentSchemas"})  # name -> schema
 _SCHEMA_LISTS = frozenset({"anyOf", "allOf", "oneOf", "prefixItems"})
-_SCHEMA_ONE = frozenset({"items", "additionalProperties", "additionalItems", "not", "contains", "propertyNames",
-                         "if", "then", "else", "unevaluatedItems", "unevaluatedProperties"})
+_SCHEMA_ONE = frozenset(
+    {
+        "items",
+        "additionalProperties",
+        "additionalItems",
+        "not",
+        "contains",
+        "propertyNames",
+        "if",
+        "then",
+        "else",
+        "unevaluatedItems",
+        "unevaluatedProperties",
+    }
+)
 
 
 def plain_schema(schema: dict[str, Any]) -> dict[str, Any]:
@@ -520,7 +665,7 @@ def plain_schema(schema: dict[str, Any]) -> dict[str, Any]:
 
     def target(node: dict[str, Any]) -> str | None:
         ref = node.get("$ref")
-        return ref[len("#/$defs/"):] if isinstance(ref, str) and ref.startswith("#/$defs/") else None
+        return ref[len("#/$defs/") :] if isinstance(ref, str) and ref.startswith("#/$defs/") else None
 
     def refers(name: str, node: Any, seen: frozenset[str]) -> bool:  # does $defs[name] reach itself?
         if isinstance(node, dict):
@@ -555,9 +700,14 @@ def plain_schema(schema: dict[str, Any]) -> dict[str, Any]:
         branches = out.get("anyOf")
         if isinstance(branches, list) and len(branches) == 2 and {"type": "null"} in branches:
             other = branches[1 - branches.index({"type": "null"})]
-            if (isinstance(other, dict) and isinstance(other.get("type"), str) and other["type"] != "null"
-                    and other.keys() <= _TYPE_BOUND | {"enum"} and isinstance(other.get("enum", []), list)
-                    and not other.keys() & (out.keys() - _ANNOTATIONS - {"anyOf"})):
+            if (
+                isinstance(other, dict)
+                and isinstance(other.get("type"), str)
+                and other["type"] != "null"
+                and other.keys() <= _TYPE_BOUND | {"enum"}
+                and isinstance(other.get("enum", []), list)
+                and not other.keys() & (out.keys() - _ANNOTATIONS - {"anyOf"})
+            ):
                 del out["anyOf"]
                 out = {**other, **out, "type": [other["type"], "null"]}
                 if "enum" in other and None not in other["enum"]:
@@ -602,8 +752,9 @@ class ToolSpec:
     def validate(self, arguments: Any) -> ToolInput:
         """Parse raw arguments, raising InvalidInput that names each bad field and the fix."""
         if not isinstance(arguments, dict):
-            raise InvalidInput(f"{self.name} takes a JSON object of arguments, not {type(arguments).__name__}",
-                               hint=self.usage())
+            raise InvalidInput(
+                f"{self.name} takes a JSON object of arguments, not {type(arguments).__name__}", hint=self.usage()
+            )
         try:
             return self.input_model.model_validate(_decode_json_strings(self.input_model, arguments))
         except ValidationError as e:
@@ -668,7 +819,11 @@ def _first_error(e: ValidationError) -> str:
 
 TOOLS: list[ToolSpec] = [
     ToolSpec(
-        name="load_task", title="Load a kernel task", input_model=LoadTaskInput, output_model=TaskView, fn=load_task,
+        name="load_task",
+        title="Load a kernel task",
+        input_model=LoadTaskInput,
+        output_model=TaskView,
+        fn=load_task,
         description=(
             "Load a GPU kernel optimization task and see what it computes: the PyTorch reference source, input and "
             "output shapes, dtype, family, the fewest bytes moved and FLOPs, and, when the task was measured on a "
@@ -677,9 +832,14 @@ TOOLS: list[ToolSpec] = [
             "families, each ATen op with its FLOPs and bytes, the bytes one fused kernel must move, the regime "
             "(launch/memory/compute) and what fusing would remove. Call this first for any task. `task` is a built-in name (row_softmax, matmul, layernorm, ...; "
             "an unknown name returns the list) or a KernelBench-format file in the workspace. Cheap: under a "
-            "second, no GPU.")),
+            "second, no GPU."
+        ),
+    ),
     ToolSpec(
-        name="compile_kernel", title="Compile a candidate", input_model=CompileKernelInput, output_model=CompileReport,
+        name="compile_kernel",
+        title="Compile a candidate",
+        input_model=CompileKernelInput,
+        output_model=CompileReport,
         fn=compile_kernel,
         description=(
             "Compile a candidate solution for a GPU architecture without running it and report, per kernel, "
@@ -687,10 +847,17 @@ TOOLS: list[ToolSpec] = [
             "located in your source. Use it to check that a candidate builds and to catch register spills before "
             "paying for a benchmark; it says nothing about correctness or speed (benchmark_kernel does). The "
             "candidate is `source` (module text defining ModelNew) or `source_path`. Costs about 1-10 s; works "
-            "without a GPU.")),
+            "without a GPU."
+        ),
+    ),
     ToolSpec(
-        name="benchmark_kernel", title="Verify, time and record a candidate", input_model=BenchmarkKernelInput,
-        output_model=BenchmarkResult, fn=benchmark_kernel, read_only=False, long_running=True,
+        name="benchmark_kernel",
+        title="Verify, time and record a candidate",
+        input_model=BenchmarkKernelInput,
+        output_model=BenchmarkResult,
+        fn=benchmark_kernel,
+        read_only=False,
+        long_running=True,
         description=(
             "Verify a candidate against the task's PyTorch reference, time it, and record it as an attempt in the "
             "shared memory; returns its attempt_id. The candidate (`source` text or `source_path`) is a Python "
@@ -704,9 +871,14 @@ TOOLS: list[ToolSpec] = [
             "says that timing needs a GPU. Pass `parent_id` (the attempt you improved on) and `techniques` (what "
             "you changed) so the lineage and gains are measured, and `used` with the ids of recalled items that "
             "shaped the candidate. Takes 5-60 s on a GPU, about 2-20 s on a CPU; sends progress notifications. "
-            "The full report and source stay readable at attempt://{attempt_id}.")),
+            "The full report and source stay readable at attempt://{attempt_id}."
+        ),
+    ),
     ToolSpec(
-        name="recall", title="Recall skills and experiences", input_model=RecallInput, output_model=RecallResult,
+        name="recall",
+        title="Recall skills and experiences",
+        input_model=RecallInput,
+        output_model=RecallResult,
         fn=recall,
         description=(
             "Find the skills and past experiences most likely to make this kernel faster on this GPU, each with a "
@@ -714,10 +886,17 @@ TOOLS: list[ToolSpec] = [
             "next. Call it after load_task, and again after a benchmark with `attempt_id` so the query uses that "
             "candidate's code, verdict, bottleneck and stored profile. Give at least one of `task`, `query` (plain words such as "
             "'softmax rows too wide for registers'), `source` or `attempt_id`. Read a recalled skill in full with "
-            "get_skill. Cheap: about 0.05-0.5 s.")),
+            "get_skill. Cheap: about 0.05-0.5 s."
+        ),
+    ),
     ToolSpec(
-        name="profile_kernel", title="Profile a candidate's kernels", input_model=ProfileKernelInput,
-        output_model=ProfileReport, fn=profile_kernel, read_only=False, long_running=True,
+        name="profile_kernel",
+        title="Profile a candidate's kernels",
+        input_model=ProfileKernelInput,
+        output_model=ProfileReport,
+        fn=profile_kernel,
+        read_only=False,
+        long_running=True,
         description=(
             "Profile a candidate's own kernels with Nsight Compute and say what limits them: per kernel the "
             "duration, DRAM and L2 throughput as % of peak, SM and tensor-pipe utilisation, achieved vs "
@@ -729,54 +908,91 @@ TOOLS: list[ToolSpec] = [
             "and recall and suggest_next then condition on its state. Without a GPU or ncu the answer has "
             "`available: false`, the reason, and what was measured instead (kernel list with durations, compile "
             "report, roofline). It does not verify correctness (benchmark_kernel does). Takes 10-40 s on a GPU; "
-            "bounded by a timeout.")),
+            "bounded by a timeout."
+        ),
+    ),
     ToolSpec(
-        name="suggest_next", title="Suggest the next technique", input_model=SuggestNextInput,
-        output_model=SuggestionList, fn=suggest_next,
+        name="suggest_next",
+        title="Suggest the next technique",
+        input_model=SuggestNextInput,
+        output_model=SuggestionList,
+        fn=suggest_next,
         description=(
             "Rank the techniques to try next on a task, given the attempts already made on it (only those of "
             "`session` when given): measured winners first, each with its expected speedup, uncertainty, tries "
             "and successes so far, why, and the skills that teach it, with a little exploration of untried "
-            "techniques. Use it when choosing your next change. Cheap: under a second.")),
+            "techniques. Use it when choosing your next change. Cheap: under a second."
+        ),
+    ),
     ToolSpec(
-        name="record_lesson", title="Record a lesson", input_model=RecordLessonInput, output_model=Experience,
-        fn=record_lesson, read_only=False,
+        name="record_lesson",
+        title="Record a lesson",
+        input_model=RecordLessonInput,
+        output_model=Experience,
+        fn=record_lesson,
+        read_only=False,
         description=(
             "Record what you learned, what worked or failed and why, tied to the attempts that taught it, so that "
             "later recall calls (yours and other agents') surface it for similar kernels. The gain is measured "
             "from the attempts (after over before, same hardware), never typed in; with only `after_attempt` its "
             "parent is the before. Call it after a benchmark that taught you something, failures included. "
-            "Cheap.")),
+            "Cheap."
+        ),
+    ),
     ToolSpec(
-        name="get_skill", title="Read a skill", input_model=GetSkillInput, output_model=SkillView, fn=get_skill,
+        name="get_skill",
+        title="Read a skill",
+        input_model=GetSkillInput,
+        output_model=SkillView,
+        fn=get_skill,
         quick=lambda sb, args, ctx: True,  # one skill (its example files included) read from the ledger
         description=(
             "Read one skill in full: when it applies, the technique explained, its expected effect, pitfalls, "
             "measured evidence and, with include_examples, its runnable example files. Use it after recall "
-            "names a skill you mean to apply. An unknown name returns the closest names. Cheap.")),
+            "names a skill you mean to apply. An unknown name returns the closest names. Cheap."
+        ),
+    ),
     ToolSpec(
-        name="propose_skill", title="Propose a new skill", input_model=ProposeSkillInput, output_model=ProposalView,
-        fn=propose_skill, read_only=False,
+        name="propose_skill",
+        title="Propose a new skill",
+        input_model=ProposeSkillInput,
+        output_model=ProposalView,
+        fn=propose_skill,
+        read_only=False,
         description=(
             "Propose a reusable skill distilled from your measured experiences. It lands as a draft for a human "
             "curator to review: never approved here, and it never replaces an approved skill. Cite the experiences "
             "it came from in `from_experiences`. Use it when a lesson generalises beyond one task; for a single "
-            "observation use record_lesson. Cheap.")),
+            "observation use record_lesson. Cheap."
+        ),
+    ),
     ToolSpec(
-        name="list_techniques", title="List the technique vocabulary", input_model=ListTechniquesInput,
-        output_model=TechniqueVocabulary, fn=list_techniques, quick=lambda sb, args, ctx: True,
+        name="list_techniques",
+        title="List the technique vocabulary",
+        input_model=ListTechniquesInput,
+        output_model=TechniqueVocabulary,
+        fn=list_techniques,
+        quick=lambda sb, args, ctx: True,
         description=(
             "List the technique names that benchmark_kernel's and record_lesson's `techniques` accept, each with "
             "its category, what it is and its accepted aliases. Use it before naming the techniques a candidate "
-            "applies, or when a call answered 'unknown technique'. Cheap.")),
+            "applies, or when a call answered 'unknown technique'. Cheap."
+        ),
+    ),
     ToolSpec(
-        name="attempt_history", title="List a task's attempts", input_model=AttemptHistoryInput,
-        output_model=AttemptHistory, fn=attempt_history, quick=_history_by_name,
+        name="attempt_history",
+        title="List a task's attempts",
+        input_model=AttemptHistoryInput,
+        output_model=AttemptHistory,
+        fn=attempt_history,
+        quick=_history_by_name,
         description=(
             "List the attempts made on a task, oldest first, each with its parent, techniques, verdict, median "
             "time and speedups: the lineage of the optimization so far. Use it to see what was tried before "
             "choosing what to try, or to find the attempt_id to pass as parent_id. The full source and report of "
-            "one attempt are at the resource attempt://{id}. Cheap.")),
+            "one attempt are at the resource attempt://{id}. Cheap."
+        ),
+    ),
 ]
 
 TOOLS_BY_NAME: dict[str, ToolSpec] = {t.name: t for t in TOOLS}
@@ -790,8 +1006,15 @@ def get_tool(name: str) -> ToolSpec:
         raise InvalidInput(f"no tool named {name!r}", hint="tools: " + ", ".join(TOOLS_BY_NAME)) from None
 
 
-def call(sb: "SkillBase", name: str, arguments: dict[str, Any] | None = None, *, progress: Progress | None = None,
-         agent: str = "agent", workspace: str | Path | None = None) -> BaseModel:
+def call(
+    sb: "SkillBase",
+    name: str,
+    arguments: dict[str, Any] | None = None,
+    *,
+    progress: Progress | None = None,
+    agent: str = "agent",
+    workspace: str | Path | None = None,
+) -> BaseModel:
     """Validate ``arguments`` and run the tool ``name``; returns its output model.
 
     Raises the typed errors of ``skillbase.errors`` (``InvalidInput`` for bad

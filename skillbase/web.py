@@ -50,9 +50,10 @@ def is_loopback(host: str) -> bool:
 
 def refuse_open_address(host: str, token: str | None) -> None:
     if not token and not is_loopback(host):
-        raise ConfigError(f"refusing to serve on {host} without a token: anyone who can reach it could run code",
-                          hint="set SKILLBASE_TOKEN to a long random string (clients send it as a bearer token), "
-                               "or bind 127.0.0.1")
+        raise ConfigError(
+            f"refusing to serve on {host} without a token: anyone who can reach it could run code",
+            hint="set SKILLBASE_TOKEN to a long random string (clients send it as a bearer token), or bind 127.0.0.1",
+        )
 
 
 def bearer(header: bytes) -> bytes | None:
@@ -71,8 +72,11 @@ class Sessions:
         return base64.urlsafe_b64encode(hmac.new(self._key, body, hashlib.sha256).digest()).decode().rstrip("=")
 
     def issue(self, curator: str) -> str:
-        body = base64.urlsafe_b64encode(json.dumps(
-            {"curator": curator, "csrf": secrets.token_urlsafe(24), "exp": int(time.time()) + SESSION_S}).encode())
+        body = base64.urlsafe_b64encode(
+            json.dumps(
+                {"curator": curator, "csrf": secrets.token_urlsafe(24), "exp": int(time.time()) + SESSION_S}
+            ).encode()
+        )
         return f"{body.decode()}.{self._sign(body)}"
 
     def read(self, cookie: str | None) -> dict | None:
@@ -154,11 +158,19 @@ class TokenAuth:
             target = f"{scope.get('root_path', '')}{LOGIN_PATH}?{urlencode({'next': path})}"
             await _send(send, 303, b"", [(b"location", target.encode())])
             return
-        body = json.dumps({"error": "unauthorized",
-                           "message": "send Authorization: Bearer <the server's SKILLBASE_TOKEN>, or log in at "
-                                      f"{LOGIN_PATH} in a browser"}).encode()
-        await _send(send, 401, body, [(b"content-type", b"application/json"),
-                                      (b"www-authenticate", b'Bearer realm="skillbase"')])
+        body = json.dumps(
+            {
+                "error": "unauthorized",
+                "message": "send Authorization: Bearer <the server's SKILLBASE_TOKEN>, or log in at "
+                f"{LOGIN_PATH} in a browser",
+            }
+        ).encode()
+        await _send(
+            send,
+            401,
+            body,
+            [(b"content-type", b"application/json"), (b"www-authenticate", b'Bearer realm="skillbase"')],
+        )
 
     async def _login(self, scope: Scope, receive: Receive, send: Send) -> None:
         root = scope.get("root_path", "")
@@ -172,10 +184,11 @@ class TokenAuth:
             nxt = form.get("next", "/ui/") if form.get("next", "").startswith("/ui") else "/ui/"
             curator = " ".join(form.get("curator", "").split())[:80]
             if curator and hmac.compare_digest(form.get("token", "").encode(), self._token):
-                cookie = (f"{SESSION_COOKIE}={self.sessions.issue(curator)}; Path=/; HttpOnly; SameSite=Strict; "
-                          f"Max-Age={SESSION_S}")
-                await _send(send, 303, b"", [(b"location", f"{root}{nxt}".encode()),
-                                             (b"set-cookie", cookie.encode())])
+                cookie = (
+                    f"{SESSION_COOKIE}={self.sessions.issue(curator)}; Path=/; HttpOnly; SameSite=Strict; "
+                    f"Max-Age={SESSION_S}"
+                )
+                await _send(send, 303, b"", [(b"location", f"{root}{nxt}".encode()), (b"set-cookie", cookie.encode())])
                 return
             await self._page(send, root, nxt, "the token is not this server's, or the name is empty", 401)
             return
@@ -183,12 +196,25 @@ class TokenAuth:
         await self._page(send, root, nxt if nxt.startswith("/ui") else "/ui/", "", 200)
 
     async def _page(self, send: Send, root: str, nxt: str, error: str, status: int) -> None:
-        page = LOGIN_PAGE.format(root=html.escape(root), login=LOGIN_PATH, next=html.escape(nxt, quote=True),
-                                 error=f'<p class="error">{html.escape(error)}</p>' if error else "")
-        await _send(send, status, page.encode(), [(b"content-type", b"text/html; charset=utf-8"),
-                                                  (b"content-security-policy",
-                                                   b"default-src 'self'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'"),
-                                                  (b"cache-control", b"no-store")])
+        page = LOGIN_PAGE.format(
+            root=html.escape(root),
+            login=LOGIN_PATH,
+            next=html.escape(nxt, quote=True),
+            error=f'<p class="error">{html.escape(error)}</p>' if error else "",
+        )
+        await _send(
+            send,
+            status,
+            page.encode(),
+            [
+                (b"content-type", b"text/html; charset=utf-8"),
+                (
+                    b"content-security-policy",
+                    b"default-src 'self'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'",
+                ),
+                (b"cache-control", b"no-store"),
+            ],
+        )
 
 
 def security_settings(host: str, port: int, allowed_hosts: list[str] = ()) -> TransportSecuritySettings:
@@ -199,8 +225,7 @@ def security_settings(host: str, port: int, allowed_hosts: list[str] = ()) -> Tr
         shown = f"[{name}]" if ":" in name and not name.startswith("[") else name
         hosts += [f"{shown}:*", shown]
         origins += [f"http://{shown}:*", f"https://{shown}:*", f"http://{shown}", f"https://{shown}"]
-    return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts,
-                                     allowed_origins=origins)
+    return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins)
 
 
 class HostOriginGuard:
@@ -215,8 +240,12 @@ class HostOriginGuard:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             if refuse_cross_site(scope):
-                await _send(send, 403, b'{"error": "forbidden", "message": "cross-site request refused"}',
-                            [(b"content-type", b"application/json")])
+                await _send(
+                    send,
+                    403,
+                    b'{"error": "forbidden", "message": "cross-site request refused"}',
+                    [(b"content-type", b"application/json")],
+                )
                 return
             # is_post=False: the JSON content-type rule is the MCP protocol's, not a Host/Origin rule.
             refusal = await self._check.validate_request(Request(scope), is_post=False)

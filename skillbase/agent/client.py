@@ -60,7 +60,7 @@ def backoff_delay(retry: int, policy: RetryPolicy, asked: float | None) -> float
     that failed together do not retry together)."""
     if asked is not None and asked <= policy.max_delay_s:
         return asked
-    delay = min(policy.max_delay_s, policy.base_delay_s * 2 ** retry)
+    delay = min(policy.max_delay_s, policy.base_delay_s * 2**retry)
     return delay * (1 - 0.25 * random.random())
 
 
@@ -74,8 +74,12 @@ class MessagesClient:
         self.usage = Usage(model=options.model)
         self._anthropic = anthropic
         self._on_event = on_event
-        self._client = anthropic.Anthropic(api_key=options.api_key.get_secret_value(), base_url=options.base_url,
-                                           max_retries=0, timeout=options.request_timeout_s)
+        self._client = anthropic.Anthropic(
+            api_key=options.api_key.get_secret_value(),
+            base_url=options.base_url,
+            max_retries=0,
+            timeout=options.request_timeout_s,
+        )
 
     @property
     def endpoint(self) -> str:
@@ -86,14 +90,25 @@ class MessagesClient:
         """Release the HTTP connection pool."""
         self._client.close()
 
-    def create(self, *, system: str, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]] = (),
-               tool_choice: dict[str, Any] | None = None, max_tokens: int | None = None) -> Any:
+    def create(
+        self,
+        *,
+        system: str,
+        messages: Sequence[dict[str, Any]],
+        tools: Sequence[dict[str, Any]] = (),
+        tool_choice: dict[str, Any] | None = None,
+        max_tokens: int | None = None,
+    ) -> Any:
         """One reply (an SDK ``Message``), after as many retries as the policy allows.
 
         Raises AgentError when the request fails for good.
         """
-        kwargs: dict[str, Any] = dict(model=self.options.model, system=system, messages=list(messages),
-                                      max_tokens=max_tokens or self.options.max_output_tokens)
+        kwargs: dict[str, Any] = dict(
+            model=self.options.model,
+            system=system,
+            messages=list(messages),
+            max_tokens=max_tokens or self.options.max_output_tokens,
+        )
         if tools:
             kwargs["tools"] = list(tools)
         if tool_choice:
@@ -117,9 +132,14 @@ class MessagesClient:
                 raise self._error(failure, retries=retry, waited=waited)
             delay = backoff_delay(retry, policy, asked)
             self.usage.retries += 1
-            self._emit(AgentEvent(kind="retry", message=f"{_describe(failure)}; retrying in {delay:.1f} s "
-                                                        f"(retry {retry + 1} of {policy.max_retries})",
-                                  data={"delay_s": delay, "retry_after_s": asked, "retry": retry + 1}))
+            self._emit(
+                AgentEvent(
+                    kind="retry",
+                    message=f"{_describe(failure)}; retrying in {delay:.1f} s "
+                    f"(retry {retry + 1} of {policy.max_retries})",
+                    data={"delay_s": delay, "retry_after_s": asked, "retry": retry + 1},
+                )
+            )
             time.sleep(delay)
             waited += delay
         raise AssertionError("unreachable: the loop returns or raises")
@@ -134,20 +154,29 @@ class MessagesClient:
         status = getattr(e, "status_code", None)
         what = _describe(e)
         if status == 401:
-            return AgentError(f"the Messages API rejected the API key: {what}",
-                              hint=f"check {KEY_VAR}; it must be a valid key for {self.endpoint}")
+            return AgentError(
+                f"the Messages API rejected the API key: {what}",
+                hint=f"check {KEY_VAR}; it must be a valid key for {self.endpoint}",
+            )
         if status == 429:
-            return AgentError(f"rate limited by the Messages API{after}: {what}",
-                              hint="wait a minute and run again, or lower the budget; a higher usage tier raises "
-                                   "the limits")
+            return AgentError(
+                f"rate limited by the Messages API{after}: {what}",
+                hint="wait a minute and run again, or lower the budget; a higher usage tier raises the limits",
+            )
         if status is not None and status >= 500:
-            return AgentError(f"the Messages API kept failing{after}: {what}",
-                              hint="the service may be overloaded or down; try again later")
+            return AgentError(
+                f"the Messages API kept failing{after}: {what}",
+                hint="the service may be overloaded or down; try again later",
+            )
         if status is None:
-            return AgentError(f"could not reach the Messages API at {self.endpoint}{after}: {what}",
-                              hint=f"check the network, or {BASE_URL_VAR} / --base-url")
-        return AgentError(f"the Messages API refused the request: {what}",
-                          hint=f"check the model name ({self.options.model!r}) and the endpoint {self.endpoint}")
+            return AgentError(
+                f"could not reach the Messages API at {self.endpoint}{after}: {what}",
+                hint=f"check the network, or {BASE_URL_VAR} / --base-url",
+            )
+        return AgentError(
+            f"the Messages API refused the request: {what}",
+            hint=f"check the model name ({self.options.model!r}) and the endpoint {self.endpoint}",
+        )
 
 
 def _describe(e: Exception) -> str:

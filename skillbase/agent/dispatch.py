@@ -72,8 +72,15 @@ class RunState:
 class ToolRunner:
     """Executes tool calls for one run; see the module docstring for what it guarantees."""
 
-    def __init__(self, sb: "SkillBase", state: RunState, *, agent: str, workspace: Path | None = None,
-                 on_event: OnEvent | None = None):
+    def __init__(
+        self,
+        sb: "SkillBase",
+        state: RunState,
+        *,
+        agent: str,
+        workspace: Path | None = None,
+        on_event: OnEvent | None = None,
+    ):
         self.sb = sb
         self.state = state
         self.agent = agent
@@ -93,9 +100,15 @@ class ToolRunner:
         except SkillbaseError as e:
             return self._error(use_id, name, {**e.to_dict()})
         except Exception as e:  # noqa: BLE001 - a tool that breaks is reported to the model, never a dead loop
-            return self._error(use_id, name, {"error": type(e).__name__, "message": str(e)[:2000],
-                                              "hint": "this is a fault of the tool, not of your call; try another "
-                                                      "step or end the run"})
+            return self._error(
+                use_id,
+                name,
+                {
+                    "error": type(e).__name__,
+                    "message": str(e)[:2000],
+                    "hint": "this is a fault of the tool, not of your call; try another step or end the run",
+                },
+            )
         self._emit("tool", f"{name}: {_gist(name, output)}", {"tool": name})
         notes = self._after(name, output)
         content = [{"type": "text", "text": _clip(output.model_dump_json(exclude_none=True))}]
@@ -113,14 +126,18 @@ class ToolRunner:
         if size > limit:
             raise InvalidInput(
                 f"the arguments of {name} are {size:,} bytes; at most {limit:,} are accepted",
-                hint="send one solution module: only ModelNew and its kernels, no data, no copies of the reference")
+                hint="send one solution module: only ModelNew and its kernels, no data, no copies of the reference",
+            )
         closed = self.state.wrapping_up or (
-            "the round budget is spent" if name == "benchmark_kernel" and self.state.rounds >= self.state.max_rounds
-            else None)
+            "the round budget is spent"
+            if name == "benchmark_kernel" and self.state.rounds >= self.state.max_rounds
+            else None
+        )
         if name in BENCH_TOOLS and closed:
-            raise InvalidInput(f"no more candidates in this run: {closed}",
-                               hint="record_lesson for the latest attempt if you have not, then end your "
-                                    "turn with a short summary")
+            raise InvalidInput(
+                f"no more candidates in this run: {closed}",
+                hint="record_lesson for the latest attempt if you have not, then end your turn with a short summary",
+            )
         args = dict(arguments)
         if name in OWN_SESSION_TOOLS:
             args["session"] = self.state.session
@@ -144,28 +161,40 @@ class ToolRunner:
             elif self.state.had_suggestions:
                 self.state.suggestions_exhausted = True
             else:
-                return ["harness: the memory has no suggestions for this task yet; choose techniques from the task "
-                        "and your own knowledge"]
+                return [
+                    "harness: the memory has no suggestions for this task yet; choose techniques from the task "
+                    "and your own knowledge"
+                ]
         return []
 
     def _round_note(self, result: BenchmarkResult) -> str:
         s = self.state
         r = result.report
-        timing = (f"median {r.timing.median_ms:.4f} ms" if r.timing
-                  else f"not timed ({r.timing_unavailable or 'no timing'})")
-        self._emit("round", f"round {s.rounds}: {r.verdict}, {timing}",
-                   {"attempt_id": result.attempt_id, "verdict": r.verdict, "parent_id": result.parent_id})
+        timing = (
+            f"median {r.timing.median_ms:.4f} ms" if r.timing else f"not timed ({r.timing_unavailable or 'no timing'})"
+        )
+        self._emit(
+            "round",
+            f"round {s.rounds}: {r.verdict}, {timing}",
+            {"attempt_id": result.attempt_id, "verdict": r.verdict, "parent_id": result.parent_id},
+        )
         best = f"best so far: {s.best_id}" if s.best_id else "no correct attempt yet"
-        return (f"harness: round {s.rounds} recorded as {result.attempt_id} (parent {result.parent_id or 'none'}): "
-                f"{r.verdict}, {timing}. {best}. Reflect on what this result shows, then record_lesson with "
-                f"after_attempt={result.attempt_id} before the next candidate.")
+        return (
+            f"harness: round {s.rounds} recorded as {result.attempt_id} (parent {result.parent_id or 'none'}): "
+            f"{r.verdict}, {timing}. {best}. Reflect on what this result shows, then record_lesson with "
+            f"after_attempt={result.attempt_id} before the next candidate."
+        )
 
     # -- plumbing -------------------------------------------------------------------
 
     def _error(self, use_id: str, name: str, payload: dict[str, Any]) -> dict[str, Any]:
         self._emit("tool_error", f"{name}: {payload.get('message')}", {"tool": name, **payload})
-        return {"type": "tool_result", "tool_use_id": use_id, "is_error": True,
-                "content": [{"type": "text", "text": json.dumps(payload)}]}
+        return {
+            "type": "tool_result",
+            "tool_use_id": use_id,
+            "is_error": True,
+            "content": [{"type": "text", "text": json.dumps(payload)}],
+        }
 
     def _emit(self, kind: str, message: str, data: dict[str, Any]) -> None:
         if self._on_event is not None:

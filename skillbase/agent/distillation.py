@@ -56,8 +56,11 @@ class DistilledLesson(BaseModel):
 
     step: int = Field(ge=1, description="the step number this lesson explains")
     title: str = Field(min_length=1, max_length=120, description="a short headline")
-    lesson: str = Field(min_length=20, max_length=2000,
-                        description="what changed, what was measured and why, in sentences another engineer can act on")
+    lesson: str = Field(
+        min_length=20,
+        max_length=2000,
+        description="what changed, what was measured and why, in sentences another engineer can act on",
+    )
     conditions: str = Field("", max_length=500, description="where it holds: shapes, dtype, GPU")
 
 
@@ -82,13 +85,23 @@ def parse_since(value: datetime | str | None) -> datetime | None:
     try:
         return parse_since(datetime.fromisoformat(text))
     except ValueError:
-        raise InvalidInput(f"cannot read --since {value!r}",
-                           hint="give an ISO date or time (2026-11-20, 2026-11-20T14:00) or an age (30m, 12h, 7d)") from None
+        raise InvalidInput(
+            f"cannot read --since {value!r}",
+            hint="give an ISO date or time (2026-11-20, 2026-11-20T14:00) or an age (30m, 12h, 7d)",
+        ) from None
 
 
-def distill(sb: "SkillBase", since: datetime | str | None = None, *, model: str | None = None,
-            progress: OnEvent | None = None, options: AgentOptions | None = None, max_steps: int = 20,
-            max_skills: int = 5, verify_examples: bool = True) -> DistillResult:
+def distill(
+    sb: "SkillBase",
+    since: datetime | str | None = None,
+    *,
+    model: str | None = None,
+    progress: OnEvent | None = None,
+    options: AgentOptions | None = None,
+    max_steps: int = 20,
+    max_skills: int = 5,
+    verify_examples: bool = True,
+) -> DistillResult:
     """Distil attempts and lessons newer than ``since`` (default: the last distill run's end;
     everything on the first run) into experiences and draft skills; see the module docstring.
 
@@ -100,8 +113,13 @@ def distill(sb: "SkillBase", since: datetime | str | None = None, *, model: str 
     emit = progress or (lambda event: None)
     attempts = list(reversed(sb.memory.list_attempts(since=cutoff, limit=SCAN_LIMIT)))
     experiences = list(reversed(sb.memory.list_experiences(since=cutoff, limit=SCAN_LIMIT)))
-    emit(AgentEvent(kind="start", message=f"distilling {len(attempts)} attempts and {len(experiences)} experiences "
-                                          f"since {cutoff.isoformat() if cutoff else 'the beginning'}"))
+    emit(
+        AgentEvent(
+            kind="start",
+            message=f"distilling {len(attempts)} attempts and {len(experiences)} experiences "
+            f"since {cutoff.isoformat() if cutoff else 'the beginning'}",
+        )
+    )
     client = MessagesClient(opts, on_event=emit)
     notes: list[str] = []
     distilled: list[DistilledStep] = []
@@ -110,17 +128,33 @@ def distill(sb: "SkillBase", since: datetime | str | None = None, *, model: str 
         steps, notes = find_steps(sb, attempts, max_steps)
         made = _distil_steps(sb, client, steps, opts.agent_name, emit, notes)
         distilled = [_step_record(s, e) for s, e in made]
-        skills = drafts.draft_skills(sb, client, experiences + [e for _, e in made], agent=opts.agent_name,
-                                     max_skills=max_skills, verify_examples=verify_examples, emit=emit, notes=notes)
+        skills = drafts.draft_skills(
+            sb,
+            client,
+            experiences + [e for _, e in made],
+            agent=opts.agent_name,
+            max_skills=max_skills,
+            verify_examples=verify_examples,
+            emit=emit,
+            notes=notes,
+        )
     except AgentError as e:
         _log(sb, opts, started, f"error: {e.message}", client, distilled, skills)
         raise
     finally:
         client.close()
     path = _log(sb, opts, started, "done", client, distilled, skills)
-    return DistillResult(since=cutoff, attempts_seen=len(attempts), experiences_seen=len(experiences),
-                         distilled=distilled, skills=skills, notes=notes, usage=client.usage.report(),
-                         seconds=time.perf_counter() - clock, log_path=str(path))
+    return DistillResult(
+        since=cutoff,
+        attempts_seen=len(attempts),
+        experiences_seen=len(experiences),
+        distilled=distilled,
+        skills=skills,
+        notes=notes,
+        usage=client.usage.report(),
+        seconds=time.perf_counter() - clock,
+        log_path=str(path),
+    )
 
 
 def _last_run_end(sb: "SkillBase") -> datetime | None:
@@ -150,8 +184,9 @@ def find_steps(sb: "SkillBase", attempts: list[Attempt], limit: int) -> tuple[li
         if not child.parent_id or child.verdict != "correct":
             continue
         if child.task not in explained:
-            explained[child.task] = {e.after_attempt for e in sb.memory.list_experiences(task=child.task,
-                                                                                          limit=SCAN_LIMIT)}
+            explained[child.task] = {
+                e.after_attempt for e in sb.memory.list_experiences(task=child.task, limit=SCAN_LIMIT)
+            }
         if child.id in explained[child.task]:
             continue
         try:
@@ -169,8 +204,10 @@ def find_steps(sb: "SkillBase", attempts: list[Attempt], limit: int) -> tuple[li
             noise += 1
     notes = []
     if untimed:
-        notes.append(f"{untimed} correct parent -> child step(s) were not timed (no GPU), so no speed lesson was "
-                     "distilled from them")
+        notes.append(
+            f"{untimed} correct parent -> child step(s) were not timed (no GPU), so no speed lesson was "
+            "distilled from them"
+        )
     if noise:
         notes.append(f"{noise} step(s) changed speed by less than {NOISE - 1:.0%}: timing noise, no lesson")
     if len(steps) > limit:
@@ -181,35 +218,51 @@ def find_steps(sb: "SkillBase", attempts: list[Attempt], limit: int) -> tuple[li
 def _describe(n: int, s: Step) -> str:
     b, a = s.before, s.after
     if s.gain is not None:
-        measured = (f"measured {s.gain:.2f}x: parent median {b.median_ms:.4f} ms -> child {a.median_ms:.4f} ms "
-                    f"on {a.hardware} (CUDA events)")
+        measured = (
+            f"measured {s.gain:.2f}x: parent median {b.median_ms:.4f} ms -> child {a.median_ms:.4f} ms "
+            f"on {a.hardware} (CUDA events)"
+        )
     else:
         message = b.bench_report.message if b.bench_report else ""
         measured = f"the parent was {b.verdict} ({message[:300]}); the child is correct; speed not compared"
     diff = "".join(difflib.unified_diff(b.source.splitlines(True), a.source.splitlines(True), "parent.py", "child.py"))
     if len(diff) > MAX_DIFF_CHARS:
         diff = diff[:MAX_DIFF_CHARS] + f"\n... [{len(diff) - MAX_DIFF_CHARS} more characters of diff]"
-    return (f"## Step {n} ({s.kind}; task {a.task}, {a.family}, {a.dtype}; bottleneck {b.bottleneck})\n"
-            f"{measured}\ntechniques named by the child: {', '.join(a.techniques) or 'none'}\n"
-            f"```diff\n{diff}\n```\n")
+    return (
+        f"## Step {n} ({s.kind}; task {a.task}, {a.family}, {a.dtype}; bottleneck {b.bottleneck})\n"
+        f"{measured}\ntechniques named by the child: {', '.join(a.techniques) or 'none'}\n"
+        f"```diff\n{diff}\n```\n"
+    )
 
 
-def _distil_steps(sb: "SkillBase", client: MessagesClient, steps: list[Step], agent: str, emit: OnEvent,
-                  notes: list[str]) -> list[tuple[Step, Experience]]:
+def _distil_steps(
+    sb: "SkillBase", client: MessagesClient, steps: list[Step], agent: str, emit: OnEvent, notes: list[str]
+) -> list[tuple[Step, Experience]]:
     made = []
     for start in range(0, len(steps), STEPS_PER_REQUEST):
-        batch = steps[start:start + STEPS_PER_REQUEST]
+        batch = steps[start : start + STEPS_PER_REQUEST]
         text = "\n".join(_describe(i + 1, s) for i, s in enumerate(batch))
-        answer = ask(client, system=prompts.DISTILL_SYSTEM, prompt=prompts.lesson_request(text), tool=LESSONS_TOOL,
-                     model=LessonBatch, check=lambda v, n=len(batch): (None, _check_batch(v, n)))
+        answer = ask(
+            client,
+            system=prompts.DISTILL_SYSTEM,
+            prompt=prompts.lesson_request(text),
+            tool=LESSONS_TOOL,
+            model=LessonBatch,
+            check=lambda v, n=len(batch): (None, _check_batch(v, n)),
+        )
         if answer.value is None:
             notes.append(f"steps {start + 1}-{start + len(batch)}: no usable lessons ({'; '.join(answer.problems)})")
             continue
         for item in answer.value.lessons:
             step = batch[item.step - 1]
             exp = sb.memory.record_experience(_experience(step, item, agent))
-            emit(AgentEvent(kind="distill", message=f"{step.kind} {step.before.id} -> {step.after.id}: {item.title}",
-                            data={"experience_id": exp.id}))
+            emit(
+                AgentEvent(
+                    kind="distill",
+                    message=f"{step.kind} {step.before.id} -> {step.after.id}: {item.title}",
+                    data={"experience_id": exp.id},
+                )
+            )
             made.append((step, exp))
     return made
 
@@ -226,22 +279,54 @@ def _check_batch(batch: LessonBatch, n: int) -> list[str]:
 
 def _experience(step: Step, item: DistilledLesson, agent: str) -> Experience:
     a, b = step.after, step.before
-    return Experience(title=item.title, lesson=item.lesson, task=a.task, task_signature=a.task_signature,
-                      family=a.family, dtype=a.dtype, before_attempt=b.id, after_attempt=a.id,
-                      techniques=list(a.techniques), gain=step.gain, bottleneck=b.bottleneck, arch=a.arch,
-                      hardware=a.hardware, conditions=item.conditions, source="distilled", session=a.session,
-                      agent=agent)
+    return Experience(
+        title=item.title,
+        lesson=item.lesson,
+        task=a.task,
+        task_signature=a.task_signature,
+        family=a.family,
+        dtype=a.dtype,
+        before_attempt=b.id,
+        after_attempt=a.id,
+        techniques=list(a.techniques),
+        gain=step.gain,
+        bottleneck=b.bottleneck,
+        arch=a.arch,
+        hardware=a.hardware,
+        conditions=item.conditions,
+        source="distilled",
+        session=a.session,
+        agent=agent,
+    )
 
 
 def _step_record(step: Step, exp: Experience) -> DistilledStep:
-    return DistilledStep(experience_id=exp.id, kind=step.kind, before_attempt=step.before.id,
-                         after_attempt=step.after.id, gain=step.gain)
+    return DistilledStep(
+        experience_id=exp.id, kind=step.kind, before_attempt=step.before.id, after_attempt=step.after.id, gain=step.gain
+    )
 
 
-def _log(sb: "SkillBase", opts: AgentOptions, started: datetime, reason: str, client: MessagesClient,
-         distilled: list[DistilledStep], skills: list[Any]) -> Any:
-    return log_run(sb.settings, RunRecord(
-        kind="distill", model=opts.model, base_url=opts.base_url, started_at=started, stop_reason=reason,
-        usage=client.usage.report(),
-        records={"experiences": [d.experience_id for d in distilled],
-                 "skills": [s.name for s in skills if s.action != "skipped"]}))
+def _log(
+    sb: "SkillBase",
+    opts: AgentOptions,
+    started: datetime,
+    reason: str,
+    client: MessagesClient,
+    distilled: list[DistilledStep],
+    skills: list[Any],
+) -> Any:
+    return log_run(
+        sb.settings,
+        RunRecord(
+            kind="distill",
+            model=opts.model,
+            base_url=opts.base_url,
+            started_at=started,
+            stop_reason=reason,
+            usage=client.usage.report(),
+            records={
+                "experiences": [d.experience_id for d in distilled],
+                "skills": [s.name for s in skills if s.action != "skipped"],
+            },
+        ),
+    )

@@ -25,11 +25,18 @@ from skillbase.agent.client import MessagesClient
 from skillbase.agent.models import AgentEvent, OnEvent, SkillOutcome
 from skillbase.agent.structured import ask, tool_spec
 from skillbase.errors import NotFound, SkillbaseError
+from skillbase.models import (
+    SKILL_NAME_RE,
+    AppliesWhen,
+    Attempt,
+    Evidence,
+    Experience,
+    Language,
+    Provenance,
+    Skill,
+)
 from skillbase.skills.dedupe import find_similar
 from skillbase.skills.lint import lint
-from skillbase.models import (
-    SKILL_NAME_RE, AppliesWhen, Attempt, Evidence, Experience, Language, Provenance, Skill,
-)
 
 if TYPE_CHECKING:
     from skillbase.api import SkillBase
@@ -42,10 +49,14 @@ class SkillDraft(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(max_length=64, pattern=SKILL_NAME_RE.pattern,
-                      description="lowercase words joined by hyphens, naming the technique, e.g. 'wide-blocks-for-streaming'")
-    description: str = Field(min_length=40, max_length=1024,
-                             description="what the skill does, then a sentence starting 'Use it when'")
+    name: str = Field(
+        max_length=64,
+        pattern=SKILL_NAME_RE.pattern,
+        description="lowercase words joined by hyphens, naming the technique, e.g. 'wide-blocks-for-streaming'",
+    )
+    description: str = Field(
+        min_length=40, max_length=1024, description="what the skill does, then a sentence starting 'Use it when'"
+    )
     body: str = Field(min_length=100, max_length=16_000, description="markdown with the required sections")
     applies_when: AppliesWhen = Field(default_factory=AppliesWhen)
     languages: list[Language] = Field(default_factory=list)
@@ -78,8 +89,11 @@ def group_experiences(sb: "SkillBase", experiences: list[Experience]) -> tuple[l
         group = groups.setdefault(tuple(sorted(exp.techniques)), Group(tuple(sorted(exp.techniques))))
         group.experiences.append(exp)
         group.attempts.update({a.id: a for a in pair})
-    notes = [f"{loose} experience(s) explain no parent -> correct child step with named techniques; "
-             "they stay experiences"] if loose else []
+    notes = (
+        [f"{loose} experience(s) explain no parent -> correct child step with named techniques; they stay experiences"]
+        if loose
+        else []
+    )
     return list(groups.values()), notes
 
 
@@ -93,8 +107,17 @@ def _pair(sb: "SkillBase", exp: Experience) -> tuple[Attempt, Attempt] | None:
     return (before, after) if after.verdict == "correct" else None
 
 
-def draft_skills(sb: "SkillBase", client: MessagesClient, experiences: list[Experience], *, agent: str,
-                 max_skills: int, verify_examples: bool, emit: OnEvent, notes: list[str]) -> list[SkillOutcome]:
+def draft_skills(
+    sb: "SkillBase",
+    client: MessagesClient,
+    experiences: list[Experience],
+    *,
+    agent: str,
+    max_skills: int,
+    verify_examples: bool,
+    emit: OnEvent,
+    notes: list[str],
+) -> list[SkillOutcome]:
     """One outcome per group: proposed as a draft, merged into an existing skill, or skipped (with why)."""
     groups, found = group_experiences(sb, experiences)
     notes += found
@@ -103,9 +126,13 @@ def draft_skills(sb: "SkillBase", client: MessagesClient, experiences: list[Expe
     outcomes = []
     for group in groups[:max_skills]:
         outcome = _draft(sb, client, group, agent, verify_examples)
-        emit(AgentEvent(kind="distill", message=f"skill {outcome.name}: {outcome.action}"
-                                                + (f" ({outcome.reason})" if outcome.reason else ""),
-                        data=outcome.model_dump(mode="json")))
+        emit(
+            AgentEvent(
+                kind="distill",
+                message=f"skill {outcome.name}: {outcome.action}" + (f" ({outcome.reason})" if outcome.reason else ""),
+                data=outcome.model_dump(mode="json"),
+            )
+        )
         outcomes.append(outcome)
     return outcomes
 
@@ -122,26 +149,48 @@ def _draft(sb: "SkillBase", client: MessagesClient, group: Group, agent: str, ve
         target = merge_target(sb, skill)
         if target:
             return (skill, target, []), []
-        issues = lint(skill, store=sb.memory, toolchain=sb.toolchain if verify else None,
-                                verify_examples=verify)
+        issues = lint(skill, store=sb.memory, toolchain=sb.toolchain if verify else None, verify_examples=verify)
         errors = [f"{i.code}: {i.message}" for i in issues if i.level == "error"]
-        return (skill, None, [f"{i.level} {i.code}: {i.message}" for i in issues if i.level in ("error", "warning")]), errors
+        return (
+            skill,
+            None,
+            [f"{i.level} {i.code}: {i.message}" for i in issues if i.level in ("error", "warning")],
+        ), errors
 
     answer = ask(client, system=prompts.DISTILL_SYSTEM, prompt=prompt, tool=SKILL_TOOL, model=SkillDraft, check=check)
-    base = dict(techniques=list(group.techniques), experiences=[e.id for e in group.experiences],
-                attempts=sorted(group.attempts))
+    base = dict(
+        techniques=list(group.techniques),
+        experiences=[e.id for e in group.experiences],
+        attempts=sorted(group.attempts),
+    )
     if answer.value is None:
-        return SkillOutcome(name="-".join(group.techniques)[:64], action="skipped", lint=answer.problems,
-                            reason="the draft did not pass lint after a second try", **base)
+        return SkillOutcome(
+            name="-".join(group.techniques)[:64],
+            action="skipped",
+            lint=answer.problems,
+            reason="the draft did not pass lint after a second try",
+            **base,
+        )
     skill, target, lint_found = answer.value_checked
     if target:
         return _merge(sb, skill, target, agent, base)
     ids = [e.id for e in group.experiences]
-    proposal = sb.propose_skill(skill, agent=agent, from_experiences=ids,
-                                reason=f"distilled from {len(ids)} experience(s): {', '.join(ids[:5])}")
+    proposal = sb.propose_skill(
+        skill,
+        agent=agent,
+        from_experiences=ids,
+        reason=f"distilled from {len(ids)} experience(s): {', '.join(ids[:5])}",
+    )
     stored = proposal.skill
-    return SkillOutcome(name=stored.name, action="proposed", version=stored.version, status=stored.status,
-                        lint=lint_found, reason="awaits curation", **base)
+    return SkillOutcome(
+        name=stored.name,
+        action="proposed",
+        version=stored.version,
+        status=stored.status,
+        lint=lint_found,
+        reason="awaits curation",
+        **base,
+    )
 
 
 def build_skill(sb: "SkillBase", group: Group, draft: SkillDraft, agent: str) -> Skill:
@@ -150,14 +199,32 @@ def build_skill(sb: "SkillBase", group: Group, draft: SkillDraft, agent: str) ->
     after = group.attempts[best.after_attempt]
     before = group.attempts[best.before_attempt]
     files, examples = _examples(sb, before, after)
-    evidence = [Evidence(attempt_id=e.after_attempt, experience_id=e.id, task=e.task, gain=e.gain,
-                         hardware=e.hardware, note=(e.title or e.lesson)[:200]) for e in group.experiences]
-    return Skill(name=draft.name, description=draft.description, techniques=list(group.techniques),
-                 applies_when=draft.applies_when, languages=draft.languages or ([after.language] if after.language else []),
-                 expected_effect=draft.expected_effect, pitfalls=draft.pitfalls, evidence=evidence,
-                 examples=examples, status="draft", body=draft.body, files=files,
-                 provenance=Provenance(author=agent, source="distilled",
-                                       from_experiences=[e.id for e in group.experiences]))
+    evidence = [
+        Evidence(
+            attempt_id=e.after_attempt,
+            experience_id=e.id,
+            task=e.task,
+            gain=e.gain,
+            hardware=e.hardware,
+            note=(e.title or e.lesson)[:200],
+        )
+        for e in group.experiences
+    ]
+    return Skill(
+        name=draft.name,
+        description=draft.description,
+        techniques=list(group.techniques),
+        applies_when=draft.applies_when,
+        languages=draft.languages or ([after.language] if after.language else []),
+        expected_effect=draft.expected_effect,
+        pitfalls=draft.pitfalls,
+        evidence=evidence,
+        examples=examples,
+        status="draft",
+        body=draft.body,
+        files=files,
+        provenance=Provenance(author=agent, source="distilled", from_experiences=[e.id for e in group.experiences]),
+    )
 
 
 def _example_experience(group: Group) -> Experience:
@@ -200,28 +267,48 @@ def _merge(sb: "SkillBase", skill: Skill, target: str, agent: str, base: dict[st
     linked = {(e.attempt_id, e.experience_id) for e in existing.evidence}
     new = [e for e in skill.evidence if (e.attempt_id, e.experience_id) not in linked]
     if not new:
-        return SkillOutcome(name=target, action="merged", version=existing.version, status=existing.status,
-                            reason="its evidence was already linked", **base)
-    stored = sb.edit_skill(target, {"evidence": existing.evidence + new}, author=agent,
-                           reason=f"distilled evidence from {', '.join(e.experience_id for e in new)} "
-                                  f"(a draft {skill.name!r} would have duplicated it)")
-    return SkillOutcome(name=target, action="merged", version=stored.version, status=stored.status,
-                        reason=f"{len(new)} evidence item(s) added instead of a near-duplicate draft {skill.name!r}",
-                        **base)
+        return SkillOutcome(
+            name=target,
+            action="merged",
+            version=existing.version,
+            status=existing.status,
+            reason="its evidence was already linked",
+            **base,
+        )
+    stored = sb.edit_skill(
+        target,
+        {"evidence": existing.evidence + new},
+        author=agent,
+        reason=f"distilled evidence from {', '.join(e.experience_id for e in new)} "
+        f"(a draft {skill.name!r} would have duplicated it)",
+    )
+    return SkillOutcome(
+        name=target,
+        action="merged",
+        version=stored.version,
+        status=stored.status,
+        reason=f"{len(new)} evidence item(s) added instead of a near-duplicate draft {skill.name!r}",
+        **base,
+    )
 
 
 def _evidence_text(group: Group) -> str:
     parts = []
     for e in group.experiences:
         gain = f"measured gain {e.gain:.2f}x" if e.gain else "speed not measured (verified on CPU or a fix)"
-        parts.append(f"### Experience {e.id}: {e.title or '(untitled)'}\ntask {e.task} ({e.family}, {e.dtype}); "
-                     f"{gain}; attempts {e.before_attempt} -> {e.after_attempt}\nconditions: "
-                     f"{e.conditions or 'not stated'}\nlesson: {e.lesson}\n")
+        parts.append(
+            f"### Experience {e.id}: {e.title or '(untitled)'}\ntask {e.task} ({e.family}, {e.dtype}); "
+            f"{gain}; attempts {e.before_attempt} -> {e.after_attempt}\nconditions: "
+            f"{e.conditions or 'not stated'}\nlesson: {e.lesson}\n"
+        )
     best = _example_experience(group)
     before, after = group.attempts[best.before_attempt], group.attempts[best.after_attempt]
-    diff = "".join(difflib.unified_diff(before.source.splitlines(True), after.source.splitlines(True),
-                                        "before.py", "after.py"))
-    parts.append(f"### The change ({best.before_attempt} -> {best.after_attempt})\n```diff\n"
-                 f"{diff[:MAX_EXAMPLE_CHARS]}\n```\n### The candidate after it\n```python\n"
-                 f"{after.source[:MAX_EXAMPLE_CHARS]}\n```")
+    diff = "".join(
+        difflib.unified_diff(before.source.splitlines(True), after.source.splitlines(True), "before.py", "after.py")
+    )
+    parts.append(
+        f"### The change ({best.before_attempt} -> {best.after_attempt})\n```diff\n"
+        f"{diff[:MAX_EXAMPLE_CHARS]}\n```\n### The candidate after it\n```python\n"
+        f"{after.source[:MAX_EXAMPLE_CHARS]}\n```"
+    )
     return "\n".join(parts)

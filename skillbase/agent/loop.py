@@ -47,9 +47,18 @@ STOP_WORDS = {
 }
 
 
-def optimize(sb: "SkillBase", task: str, *, model: str | None = None, budget: "int | Budget | Mapping | None" = 5,
-             device: str = "auto", session: str | None = None, progress: OnEvent | None = None,
-             options: AgentOptions | None = None, workspace: str | Path | None = None) -> OptimizeResult:
+def optimize(
+    sb: "SkillBase",
+    task: str,
+    *,
+    model: str | None = None,
+    budget: "int | Budget | Mapping | None" = 5,
+    device: str = "auto",
+    session: str | None = None,
+    progress: OnEvent | None = None,
+    options: AgentOptions | None = None,
+    workspace: str | Path | None = None,
+) -> OptimizeResult:
     """Optimize ``task`` with the reference agent; every attempt and lesson lands in ``sb``'s store.
 
     ``device`` is 'auto', 'cuda' (fails with ToolchainUnavailable when no GPU is visible)
@@ -62,17 +71,28 @@ def optimize(sb: "SkillBase", task: str, *, model: str | None = None, budget: "i
     plan = Budget.of(budget)
     info = sb.task(task)
     hardware = _hardware(sb, device)
-    state = RunState(task=info.name, session=session or new_id(f"opt_{info.name}"), device=hardware.kind,
-                     max_rounds=plan.rounds)
+    state = RunState(
+        task=info.name, session=session or new_id(f"opt_{info.name}"), device=hardware.kind, max_rounds=plan.rounds
+    )
     emit = progress or (lambda event: None)
     client = MessagesClient(opts, on_event=emit)
-    runner = ToolRunner(sb, state, agent=opts.agent_name, workspace=Path(workspace) if workspace else None,
-                        on_event=emit)
-    emit(AgentEvent(kind="start", message=f"optimizing {info.name} with {opts.model} on {hardware.name} "
-                                          f"(session {state.session}, {plan.rounds} rounds)",
-                    data={"session": state.session, "endpoint": client.endpoint}))
-    messages: list[dict[str, Any]] = [{"role": "user", "content": prompts.optimize_kickoff(
-        info, session=state.session, budget=plan, hardware=hardware)}]
+    runner = ToolRunner(
+        sb, state, agent=opts.agent_name, workspace=Path(workspace) if workspace else None, on_event=emit
+    )
+    emit(
+        AgentEvent(
+            kind="start",
+            message=f"optimizing {info.name} with {opts.model} on {hardware.name} "
+            f"(session {state.session}, {plan.rounds} rounds)",
+            data={"session": state.session, "endpoint": client.endpoint},
+        )
+    )
+    messages: list[dict[str, Any]] = [
+        {
+            "role": "user",
+            "content": prompts.optimize_kickoff(info, session=state.session, budget=plan, hardware=hardware),
+        }
+    ]
     try:
         reason, turns, summary = _converse(client, runner, messages, plan, emit)
     except AgentError as e:
@@ -80,8 +100,7 @@ def optimize(sb: "SkillBase", task: str, *, model: str | None = None, budget: "i
         raise
     finally:
         client.close()
-    emit(AgentEvent(kind="stop", message=f"stopped: {STOP_WORDS[reason]}", round=state.rounds,
-                    data={"reason": reason}))
+    emit(AgentEvent(kind="stop", message=f"stopped: {STOP_WORDS[reason]}", round=state.rounds, data={"reason": reason}))
     return _result(sb, state, opts, client, reason, turns, summary, started, time.perf_counter() - clock)
 
 
@@ -90,13 +109,16 @@ def _hardware(sb: "SkillBase", device: str) -> "Hardware":
     try:
         return sb.toolchain.hardware(device)
     except ToolchainUnavailable as e:
-        raise ToolchainUnavailable(f"--gpu asks for a CUDA GPU, but {e.message}",
-                                   hint="run without --gpu to verify candidates under the Triton interpreter "
-                                        "(no timing), or run on a machine with a GPU") from None
+        raise ToolchainUnavailable(
+            f"--gpu asks for a CUDA GPU, but {e.message}",
+            hint="run without --gpu to verify candidates under the Triton interpreter "
+            "(no timing), or run on a machine with a GPU",
+        ) from None
 
 
-def _converse(client: MessagesClient, runner: ToolRunner, messages: list[dict[str, Any]], plan: Budget,
-              emit: OnEvent) -> tuple[str, int, str]:
+def _converse(
+    client: MessagesClient, runner: ToolRunner, messages: list[dict[str, Any]], plan: Budget, emit: OnEvent
+) -> tuple[str, int, str]:
     """Talk until a stop; returns (stop reason, model replies, the model's last words)."""
     state = runner.state
     tools = anthropic_tool_definitions()
@@ -106,8 +128,9 @@ def _converse(client: MessagesClient, runner: ToolRunner, messages: list[dict[st
             return "token_budget", turns, last_text
         if turns >= plan.turns + (plan.wrap_up_turns if stop else 0):
             return stop or "turn_limit", turns, last_text
-        emit(AgentEvent(kind="request", message=f"asking {client.options.model} (reply {turns + 1})",
-                        round=state.rounds))
+        emit(
+            AgentEvent(kind="request", message=f"asking {client.options.model} (reply {turns + 1})", round=state.rounds)
+        )
         reply = client.create(system=prompts.OPTIMIZE_SYSTEM, messages=messages, tools=tools)
         turns += 1
         content = [_block(b) for b in reply.content]
@@ -120,8 +143,13 @@ def _converse(client: MessagesClient, runner: ToolRunner, messages: list[dict[st
         if not uses:
             if reply.stop_reason == "max_tokens" and cut_short == 0 and not stop:
                 cut_short += 1
-                messages.append({"role": "user", "content": "harness: your reply was cut at the output token "
-                                 "limit. Continue, more briefly: one tool call at a time."})
+                messages.append(
+                    {
+                        "role": "user",
+                        "content": "harness: your reply was cut at the output token "
+                        "limit. Continue, more briefly: one tool call at a time.",
+                    }
+                )
                 continue
             return (stop or ("max_tokens" if reply.stop_reason == "max_tokens" else "model_ended")), turns, last_text
         cut_short = 0
@@ -134,9 +162,15 @@ def _converse(client: MessagesClient, runner: ToolRunner, messages: list[dict[st
             stop = _stop_condition(state, plan)
             if stop:
                 state.wrapping_up = STOP_WORDS[stop]
-                results[-1]["content"].append({"type": "text", "text": (
-                    f"harness: the run is ending: {STOP_WORDS[stop]}. Benchmarks are closed. Record a lesson for "
-                    f"the latest attempt if you have not, then end your turn with a short summary.")})
+                results[-1]["content"].append(
+                    {
+                        "type": "text",
+                        "text": (
+                            f"harness: the run is ending: {STOP_WORDS[stop]}. Benchmarks are closed. Record a lesson for "
+                            f"the latest attempt if you have not, then end your turn with a short summary."
+                        ),
+                    }
+                )
         messages.append({"role": "user", "content": results})
 
 
@@ -160,8 +194,17 @@ def _block(block: Any) -> dict[str, Any]:
     return block.model_dump(mode="json", exclude_none=True)  # thinking and other blocks go back as received
 
 
-def _result(sb: "SkillBase", state: RunState, opts: AgentOptions, client: MessagesClient, reason: str, turns: int,
-            summary: str, started, seconds: float) -> OptimizeResult:
+def _result(
+    sb: "SkillBase",
+    state: RunState,
+    opts: AgentOptions,
+    client: MessagesClient,
+    reason: str,
+    turns: int,
+    summary: str,
+    started,
+    seconds: float,
+) -> OptimizeResult:
     attempts = [AttemptSummary.of(sb.get_attempt(a)) for a in state.attempts]
     best = next((a for a in attempts if a.id == state.best_id), None)
     lessons = []
@@ -172,18 +215,44 @@ def _result(sb: "SkillBase", state: RunState, opts: AgentOptions, client: Messag
             continue  # deleted meanwhile by a curator; the run still reports the rest
     notes = []
     if state.device == "cpu":
-        notes.append("no GPU: candidates were verified under the Triton interpreter on the CPU; timing needs a GPU, "
-                     "so medians, speedups and % of the roofline are empty")
+        notes.append(
+            "no GPU: candidates were verified under the Triton interpreter on the CPU; timing needs a GPU, "
+            "so medians, speedups and % of the roofline are empty"
+        )
     usage = client.usage.report()
     path = _log(sb, state, opts, client, reason, started)
-    return OptimizeResult(session=state.session, task=state.task, model=opts.model, device=state.device,
-                          stop_reason=reason, stop_detail=STOP_WORDS[reason], rounds=state.rounds, turns=turns,
-                          attempts=attempts, best=best, lessons=lessons, summary=summary, usage=usage,
-                          seconds=seconds, notes=notes, log_path=str(path))
+    return OptimizeResult(
+        session=state.session,
+        task=state.task,
+        model=opts.model,
+        device=state.device,
+        stop_reason=reason,
+        stop_detail=STOP_WORDS[reason],
+        rounds=state.rounds,
+        turns=turns,
+        attempts=attempts,
+        best=best,
+        lessons=lessons,
+        summary=summary,
+        usage=usage,
+        seconds=seconds,
+        notes=notes,
+        log_path=str(path),
+    )
 
 
 def _log(sb: "SkillBase", state: RunState, opts: AgentOptions, client: MessagesClient, reason: str, started) -> Path:
-    return log_run(sb.settings, RunRecord(
-        kind="optimize", session=state.session, task=state.task, model=opts.model, base_url=opts.base_url,
-        started_at=started, stop_reason=reason, usage=client.usage.report(),
-        records={"attempts": state.attempts, "experiences": state.lessons}))
+    return log_run(
+        sb.settings,
+        RunRecord(
+            kind="optimize",
+            session=state.session,
+            task=state.task,
+            model=opts.model,
+            base_url=opts.base_url,
+            started_at=started,
+            stop_reason=reason,
+            usage=client.usage.report(),
+            records={"attempts": state.attempts, "experiences": state.lessons},
+        ),
+    )

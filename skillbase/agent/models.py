@@ -27,8 +27,7 @@ class AgentEvent(BaseModel):
 
 OnEvent = Callable[[AgentEvent], None]
 
-StopReason = Literal["budget", "roofline", "no_suggestions", "model_ended", "token_budget", "turn_limit",
-                     "max_tokens"]
+StopReason = Literal["budget", "roofline", "no_suggestions", "model_ended", "token_budget", "turn_limit", "max_tokens"]
 
 
 class OptimizeResult(BaseModel):

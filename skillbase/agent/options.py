@@ -46,8 +46,16 @@ class AgentOptions(BaseModel):
     agent_name: str = Field("skillbase-agent", description="recorded as the agent of attempts and lessons")
 
     @classmethod
-    def from_env(cls, settings: Settings, env: Mapping[str, str] | None = None, *, model: str | None = None,
-                 api_key: str | None = None, base_url: str | None = None, **overrides) -> "AgentOptions":
+    def from_env(
+        cls,
+        settings: Settings,
+        env: Mapping[str, str] | None = None,
+        *,
+        model: str | None = None,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        **overrides,
+    ) -> "AgentOptions":
         """Options from explicit values, then the environment, then ``settings``.
 
         Raises ConfigError, before anything is sent, when no API key is given or set.
@@ -55,12 +63,18 @@ class AgentOptions(BaseModel):
         env = os.environ if env is None else env
         key = api_key or env.get(KEY_VAR, "").strip()
         if not key:
-            raise ConfigError(f"no API key: {KEY_VAR} is not set",
-                              hint=f"export {KEY_VAR}=sk-ant-... (and {BASE_URL_VAR} for another endpoint), "
-                                   "or bring your own agent through the MCP server: skillbase serve")
+            raise ConfigError(
+                f"no API key: {KEY_VAR} is not set",
+                hint=f"export {KEY_VAR}=sk-ant-... (and {BASE_URL_VAR} for another endpoint), "
+                "or bring your own agent through the MCP server: skillbase serve",
+            )
         try:
-            return cls(model=model or settings.agent_model, api_key=SecretStr(key),
-                       base_url=base_url or env.get(BASE_URL_VAR) or None, **overrides)
+            return cls(
+                model=model or settings.agent_model,
+                api_key=SecretStr(key),
+                base_url=base_url or env.get(BASE_URL_VAR) or None,
+                **overrides,
+            )
         except ValueError as e:
             raise ConfigError(f"invalid agent options: {e}") from None
 

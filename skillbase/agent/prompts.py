@@ -39,18 +39,24 @@ Rules:
 def optimize_kickoff(task: TaskInfo, *, session: str, budget: Budget, hardware: Hardware) -> str:
     """The first user message of a run: the task, the device, the budget and how it ends."""
     if hardware.kind == "cuda":
-        device = (f"a {hardware.name} ({hardware.arch}); candidates are timed with CUDA events and compared "
-                  f"with the roofline floor")
+        device = (
+            f"a {hardware.name} ({hardware.arch}); candidates are timed with CUDA events and compared "
+            f"with the roofline floor"
+        )
     else:
-        device = ("no GPU: candidates are verified under the Triton interpreter on the CPU and not timed; "
-                  "CUDA C++ candidates can only be compiled. Aim for kernels that will be fast on an H100 (sm_90)")
+        device = (
+            "no GPU: candidates are verified under the Triton interpreter on the CPU and not timed; "
+            "CUDA C++ candidates can only be compiled. Aim for kernels that will be fast on an H100 (sm_90)"
+        )
     tokens = f" and about {budget.tokens:,} tokens" if budget.tokens else ""
-    return (f"Optimize the task `{task.name}` ({task.family}, {task.dtype}): {task.description or 'see load_task'}\n"
-            f"Device: {device}.\n"
-            f"Budget: {budget.rounds} benchmark rounds{tokens}; the run also ends once an attempt reaches "
-            f"{budget.sol_threshold:g}% of the roofline floor.\n"
-            f"Your session is `{session}` (the harness files every call under it).\n"
-            f"Start with load_task, recall and suggest_next.")
+    return (
+        f"Optimize the task `{task.name}` ({task.family}, {task.dtype}): {task.description or 'see load_task'}\n"
+        f"Device: {device}.\n"
+        f"Budget: {budget.rounds} benchmark rounds{tokens}; the run also ends once an attempt reaches "
+        f"{budget.sol_threshold:g}% of the roofline floor.\n"
+        f"Your session is `{session}` (the harness files every call under it).\n"
+        f"Start with load_task, recall and suggest_next."
+    )
 
 
 DISTILL_SYSTEM = """\
@@ -66,16 +72,18 @@ SKILL_SECTIONS = ("When to use it", "The idea", "Steps", "Example", "How to chec
 
 def lesson_request(steps: str) -> str:
     """The user message asking for one lesson per step."""
-    return ("Each step below is a parent -> child pair of attempts on the same task, with the child's diff, "
-            "the techniques named and what was measured. Write one lesson per step with record_lessons.\n\n"
-            + steps)
+    return (
+        "Each step below is a parent -> child pair of attempts on the same task, with the child's diff, "
+        "the techniques named and what was measured. Write one lesson per step with record_lessons.\n\n" + steps
+    )
 
 
 def skill_request(evidence: str, techniques: list[str], vocabulary: str) -> str:
     """The user message asking for one draft skill from a group of experiences."""
-    return ("Draft one reusable skill from the experiences below (they share the techniques "
-            f"{', '.join(techniques)}). The body is markdown with exactly these second-level sections, in order: "
-            + ", ".join(f"'## {s}'" for s in SKILL_SECTIONS)
-            + ". '## Example' shows the change as fenced code. The description says what the skill does and has "
-              "a sentence starting 'Use it when'. Use only techniques from this vocabulary: "
-            + vocabulary + "\n\n" + evidence)
+    return (
+        "Draft one reusable skill from the experiences below (they share the techniques "
+        f"{', '.join(techniques)}). The body is markdown with exactly these second-level sections, in order: "
+        + ", ".join(f"'## {s}'" for s in SKILL_SECTIONS)
+        + ". '## Example' shows the change as fenced code. The description says what the skill does and has "
+        "a sentence starting 'Use it when'. Use only techniques from this vocabulary: " + vocabulary + "\n\n" + evidence
+    )

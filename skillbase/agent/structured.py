@@ -35,28 +35,52 @@ def tool_spec(name: str, description: str, model: type[BaseModel]) -> dict[str, 
     return {"name": name, "description": description, "input_schema": schema}
 
 
-def ask(client: MessagesClient, *, system: str, prompt: str, tool: dict[str, Any], model: type[M],
-        check: Callable[[M], tuple[Any, list[str]]] | None = None, tries: int = 2) -> Answer[M]:
+def ask(
+    client: MessagesClient,
+    *,
+    system: str,
+    prompt: str,
+    tool: dict[str, Any],
+    model: type[M],
+    check: Callable[[M], tuple[Any, list[str]]] | None = None,
+    tries: int = 2,
+) -> Answer[M]:
     """Ask for one call of ``tool`` and validate it into ``model``; ``check`` may build from the
     value and return problems to send back. Raises AgentError only when the API fails."""
     messages: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
     problems: list[str] = []
     for _ in range(tries):
-        reply = client.create(system=system, messages=messages, tools=[tool],
-                              tool_choice={"type": "tool", "name": tool["name"]})
+        reply = client.create(
+            system=system, messages=messages, tools=[tool], tool_choice={"type": "tool", "name": tool["name"]}
+        )
         use = next((b for b in reply.content if b.type == "tool_use"), None)
         if use is None:
             problems = [f"the model answered without calling {tool['name']}"]
-            messages += [{"role": "assistant", "content": [_text(reply)]},
-                         {"role": "user", "content": f"Answer by calling {tool['name']}."}]
+            messages += [
+                {"role": "assistant", "content": [_text(reply)]},
+                {"role": "user", "content": f"Answer by calling {tool['name']}."},
+            ]
             continue
         value, built, problems = _validate(use, model, check)
         if not problems:
             return Answer(value, [], built)
         messages += [
-            {"role": "assistant", "content": [{"type": "tool_use", "id": use.id, "name": use.name, "input": use.input}]},
-            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": use.id, "is_error": True,
-                                          "content": "Fix these and call the tool again: " + "; ".join(problems)}]}]
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": use.id, "name": use.name, "input": use.input}],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": use.id,
+                        "is_error": True,
+                        "content": "Fix these and call the tool again: " + "; ".join(problems),
+                    }
+                ],
+            },
+        ]
     return Answer(None, problems)
 
 

@@ -20,8 +20,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from skillbase.config import Settings
 from skillbase.models import utcnow
 
-PRICE_BASIS = ("estimate from approximate list prices in USD per million tokens (cache writes 1.25x and cache "
-               "reads 0.1x the input price); not a bill")
+PRICE_BASIS = (
+    "estimate from approximate list prices in USD per million tokens (cache writes 1.25x and cache "
+    "reads 0.1x the input price); not a bill"
+)
 
 # (substrings of the model id, input $/MTok, output $/MTok); the first match wins, so specific before
 # general. Models not listed get no estimate rather than a guess.
@@ -72,8 +74,7 @@ class Usage(BaseModel):
     @property
     def tokens(self) -> int:
         """Input (cached or not) plus output tokens: what a token budget counts."""
-        return (self.input_tokens + self.output_tokens + self.cache_creation_input_tokens
-                + self.cache_read_input_tokens)
+        return self.input_tokens + self.output_tokens + self.cache_creation_input_tokens + self.cache_read_input_tokens
 
     def cost_usd(self) -> float | None:
         """Estimated cost in USD (see PRICE_BASIS); None when the model has no known price."""
@@ -81,25 +82,37 @@ class Usage(BaseModel):
         if price is None:
             return None
         inp, outp = price
-        dollars = (self.input_tokens * inp + self.output_tokens * outp
-                   + self.cache_creation_input_tokens * inp * CACHE_WRITE_FACTOR
-                   + self.cache_read_input_tokens * inp * CACHE_READ_FACTOR)
+        dollars = (
+            self.input_tokens * inp
+            + self.output_tokens * outp
+            + self.cache_creation_input_tokens * inp * CACHE_WRITE_FACTOR
+            + self.cache_read_input_tokens * inp * CACHE_READ_FACTOR
+        )
         return dollars / 1e6
 
     def report(self) -> "UsageReport":
         """The totals with the estimated cost and how it was computed."""
         cost = self.cost_usd()
-        return UsageReport(**self.model_dump(), total_tokens=self.tokens, estimated_cost_usd=cost,
-                           cost_basis=PRICE_BASIS if cost is not None else f"no price known for model {self.model!r}")
+        return UsageReport(
+            **self.model_dump(),
+            total_tokens=self.tokens,
+            estimated_cost_usd=cost,
+            cost_basis=PRICE_BASIS if cost is not None else f"no price known for model {self.model!r}",
+        )
 
     def line(self) -> str:
         """One line for people: tokens, requests and the estimated cost."""
         cost = self.cost_usd()
         money = f"~${cost:.4f} (estimate from list prices)" if cost is not None else "cost unknown for this model"
-        return (f"{self.input_tokens:,} input + {self.output_tokens:,} output tokens"
-                + (f" (+{self.cache_read_input_tokens + self.cache_creation_input_tokens:,} cache)"
-                   if self.cache_read_input_tokens or self.cache_creation_input_tokens else "")
-                + f" in {self.requests} requests ({self.retries} retried), {money}")
+        return (
+            f"{self.input_tokens:,} input + {self.output_tokens:,} output tokens"
+            + (
+                f" (+{self.cache_read_input_tokens + self.cache_creation_input_tokens:,} cache)"
+                if self.cache_read_input_tokens or self.cache_creation_input_tokens
+                else ""
+            )
+            + f" in {self.requests} requests ({self.retries} retried), {money}"
+        )
 
 
 class UsageReport(Usage):

@@ -36,22 +36,45 @@ from typing import Any
 
 from skillbase.errors import InvalidInput, LimitExceeded, NotFound, SkillbaseError
 from skillbase.models import Provenance, Record, Skill
-from skillbase.skills.files import (SKILL_FILE, Staging, check_files, check_relative_path, inside,
-                                    read_text_limited, write_folder)
-from skillbase.skills.markdown import (FRONTMATTER_KEYS, SkillFormatError, dump_yaml, emit_key, example_file_paths,
-                                       skill_from_frontmatter, split_frontmatter)
+from skillbase.skills.files import (
+    SKILL_FILE,
+    Staging,
+    check_files,
+    check_relative_path,
+    inside,
+    read_text_limited,
+    write_folder,
+)
+from skillbase.skills.markdown import (
+    FRONTMATTER_KEYS,
+    SkillFormatError,
+    dump_yaml,
+    emit_key,
+    example_file_paths,
+    skill_from_frontmatter,
+    split_frontmatter,
+)
 
 ALLOWED_KEYS = ("name", "description", "license", "compatibility", "metadata", "allowed-tools")
 NAME_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 RESERVED_WORDS = ("anthropic", "claude")
 MAX_NAME, MAX_DESCRIPTION, MAX_COMPATIBILITY = 64, 1024, 500
 PREFIX = "skillbase-"
-META_FIELDS = ("techniques", "applies_when", "languages", "expected_effect", "pitfalls", "evidence", "examples",
-               "status", "version", "provenance", "superseded_by")
+# Every front-matter field but the two the Agent Skills format has of its own, in the same order.
+META_FIELDS = tuple(k for k in FRONTMATTER_KEYS if k not in ("name", "description"))
 MAX_IMPORT_ENTRIES = 2000
 _STR_FIELDS = ("expected_effect", "status")
-_ANGLE = [("<->", "↔"), ("<=", "≤"), (">=", "≥"), ("->", "→"), ("<-", "←"), (" < ", " less than "),
-          (" > ", " greater than "), ("<", "‹"), (">", "›")]
+_ANGLE = [
+    ("<->", "↔"),
+    ("<=", "≤"),
+    (">=", "≥"),
+    ("->", "→"),
+    ("<-", "←"),
+    (" < ", " less than "),
+    (" > ", " greater than "),
+    ("<", "‹"),
+    (">", "›"),
+]
 
 
 # ---------------------------------------------------------------------------
@@ -66,8 +89,10 @@ def _check_name(name: Any, folder: Path | None) -> list[str]:
     if len(name) > MAX_NAME:
         out.append(f"'name' is {len(name)} characters; the limit is {MAX_NAME}")
     if not NAME_RE.match(name):
-        out.append(f"'name' {name!r} must be lowercase letters, digits and single hyphens, "
-                   "not starting or ending with a hyphen")
+        out.append(
+            f"'name' {name!r} must be lowercase letters, digits and single hyphens, "
+            "not starting or ending with a hyphen"
+        )
     out += [f"'name' {name!r} contains the reserved word {w!r}" for w in RESERVED_WORDS if w in name]
     if folder is not None and folder.name != name:
         out.append(f"'name' {name!r} must equal the folder name {folder.name!r}")
@@ -105,8 +130,11 @@ def _check_optional(front: dict[str, Any]) -> list[str]:
 
 
 def _links_out(folder: Path) -> list[str]:
-    return [f"{p.relative_to(folder)} is a link that leads outside the folder"
-            for p in sorted(folder.rglob("*")) if p.is_symlink() and not inside(p, folder)]
+    return [
+        f"{p.relative_to(folder)} is a link that leads outside the folder"
+        for p in sorted(folder.rglob("*"))
+        if p.is_symlink() and not inside(p, folder)
+    ]
 
 
 def validate_agent_skill_dir(path: Path, *, max_bytes: int = 256_000) -> list[str]:
@@ -125,11 +153,15 @@ def validate_agent_skill_dir(path: Path, *, max_bytes: int = 256_000) -> list[st
         return [str(e)]
     if front is None:
         return [f"{SKILL_FILE} has no YAML frontmatter"]
-    problems = [f"frontmatter key {k!r} is not allowed (allowed: {', '.join(ALLOWED_KEYS)})"
-                for k in front if k not in ALLOWED_KEYS]
+    problems = [
+        f"frontmatter key {k!r} is not allowed (allowed: {', '.join(ALLOWED_KEYS)})"
+        for k in front
+        if k not in ALLOWED_KEYS
+    ]
     problems += _check_name(front.get("name"), folder) if "name" in front else ["missing required 'name'"]
-    problems += _check_description(front.get("description")) if "description" in front else \
-        ["missing required 'description'"]
+    problems += (
+        _check_description(front.get("description")) if "description" in front else ["missing required 'description'"]
+    )
     problems += _check_optional(front)
     if not body.strip():
         problems.append(f"{SKILL_FILE} has no instructions after the frontmatter")
@@ -152,8 +184,10 @@ def _compatibility(skill: Skill) -> str:
     langs = " and ".join(skill.languages) or "GPU"
     arch = skill.applies_when.min_arch
     where = f"NVIDIA GPUs of {arch} or newer" if arch else "NVIDIA GPUs"
-    return (f"{langs} kernels for {where}; the examples are KernelBench-format tasks and solutions that "
-            "skillbase (skillbase bench / compile) verifies and times.")
+    return (
+        f"{langs} kernels for {where}; the examples are KernelBench-format tasks and solutions that "
+        "skillbase (skillbase bench / compile) verifies and times."
+    )
 
 
 def to_agent_skill_md(skill: Skill) -> str:
@@ -169,8 +203,11 @@ def to_agent_skill_md(skill: Skill) -> str:
             continue
         meta[PREFIX + f] = value if f in _STR_FIELDS else json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
     if len(safe) > MAX_DESCRIPTION:
-        raise InvalidInput(f"skill {skill.name}: the description is {len(safe)} characters once '<' and '>' are "
-                           f"rewritten; the limit is {MAX_DESCRIPTION}", hint="shorten the description")
+        raise InvalidInput(
+            f"skill {skill.name}: the description is {len(safe)} characters once '<' and '>' are "
+            f"rewritten; the limit is {MAX_DESCRIPTION}",
+            hint="shorten the description",
+        )
     front = emit_key("name", skill.name) + emit_key("description", safe)
     front += emit_key("compatibility", _compatibility(skill))
     front += dump_yaml({"metadata": meta}, flow=False)
@@ -185,8 +222,9 @@ class ExportResult(Record):
     skipped: dict[str, str]
 
 
-def export_agent_skills(skills: Iterable[Skill], out_dir: Path, *, overwrite: bool = False,
-                        max_bytes: int = 256_000) -> ExportResult:
+def export_agent_skills(
+    skills: Iterable[Skill], out_dir: Path, *, overwrite: bool = False, max_bytes: int = 256_000
+) -> ExportResult:
     """Write one Agent Skills folder per approved skill under ``out_dir`` (drafts and deprecated are skipped).
 
     Each folder holds ``SKILL.md`` and the skill's example files, and passes
@@ -226,10 +264,14 @@ def _decode_metadata(meta: dict[str, Any], source: str) -> dict[str, Any]:
     for key, value in meta.items():
         if not isinstance(key, str) or not key.startswith(PREFIX):
             continue  # another client's metadata
-        f = key[len(PREFIX):]
+        f = key[len(PREFIX) :]
         if f not in META_FIELDS and f != "description":
-            raise SkillFormatError(f"unknown metadata key {key!r}", source=source, field=f"metadata.{key}",
-                                   hint=f"known: {', '.join(PREFIX + x for x in META_FIELDS)}")
+            raise SkillFormatError(
+                f"unknown metadata key {key!r}",
+                source=source,
+                field=f"metadata.{key}",
+                hint=f"known: {', '.join(PREFIX + x for x in META_FIELDS)}",
+            )
         if not isinstance(value, str):
             raise SkillFormatError(f"metadata {key!r} must be a string", source=source, field=f"metadata.{key}")
         if f in _STR_FIELDS or f == "description":
@@ -238,16 +280,21 @@ def _decode_metadata(meta: dict[str, Any], source: str) -> dict[str, Any]:
         try:
             out[f] = json.loads(value)
         except json.JSONDecodeError as e:
-            raise SkillFormatError(f"metadata {key!r} is not valid JSON: {e}", source=source,
-                                   field=f"metadata.{key}") from None
+            raise SkillFormatError(
+                f"metadata {key!r} is not valid JSON: {e}", source=source, field=f"metadata.{key}"
+            ) from None
     return out
 
 
 def _from_agent_frontmatter(front: dict[str, Any], body: str, source: str) -> Skill:
     bad = [k for k in front if k not in ALLOWED_KEYS]
     if bad:
-        raise SkillFormatError(f"frontmatter key(s) {', '.join(map(repr, bad))} are not allowed", source=source,
-                               field=bad[0], hint=f"Agent Skills allow {', '.join(ALLOWED_KEYS)}")
+        raise SkillFormatError(
+            f"frontmatter key(s) {', '.join(map(repr, bad))} are not allowed",
+            source=source,
+            field=bad[0],
+            hint=f"Agent Skills allow {', '.join(ALLOWED_KEYS)}",
+        )
     meta = front.get("metadata") or {}
     if not isinstance(meta, dict):
         raise SkillFormatError("'metadata' must be a mapping", source=source, field="metadata")
@@ -272,11 +319,15 @@ def _derived(text: str, stem: str, source: str) -> tuple[str, str, str]:
     lines = text.split("\n")
     title_at = next((i for i, ln in enumerate(lines) if re.match(r"^#\s+\S", ln)), None)
     title = lines[title_at].lstrip("#").strip() if title_at is not None else stem
-    body = "\n".join(lines[title_at + 1:]).lstrip("\n") if title_at is not None else text
+    body = "\n".join(lines[title_at + 1 :]).lstrip("\n") if title_at is not None else text
     name = _slug(title) or _slug(stem)
     if not name:
-        raise SkillFormatError("cannot derive a skill name from the title or the file name", source=source,
-                               field="name", hint="add a '# Title' line or frontmatter with a name")
+        raise SkillFormatError(
+            "cannot derive a skill name from the title or the file name",
+            source=source,
+            field="name",
+            hint="add a '# Title' line or frontmatter with a name",
+        )
     para = re.split(r"\n\s*\n", re.sub(r"```.*?```", "", body, flags=re.S).strip())
     first = next((p for p in para if p.strip() and not p.lstrip().startswith(("#", "-", "*", "|", ">"))), "")
     return name, " ".join(first.split())[:MAX_DESCRIPTION] or f"{title}.", body
@@ -294,20 +345,30 @@ def parse_markdown_skill(text: str, *, source: str, folder: Path | None = None, 
             body = derived_body
         front = {"name": name, "description": description, **(front or {})}
     if front is None:
-        raise SkillFormatError(f"{SKILL_FILE} has no YAML frontmatter", source=source,
-                               hint="start it with '---', name and description, and '---'")
+        raise SkillFormatError(
+            f"{SKILL_FILE} has no YAML frontmatter",
+            source=source,
+            hint="start it with '---', name and description, and '---'",
+        )
     if "metadata" in front or set(front) <= set(ALLOWED_KEYS):
         skill = _from_agent_frontmatter(front, body, source)
     elif set(front) <= set(FRONTMATTER_KEYS):
         skill = skill_from_frontmatter(front, body, source=source)
     else:
         unknown = sorted(set(front) - set(ALLOWED_KEYS) - set(FRONTMATTER_KEYS))
-        raise SkillFormatError(f"unknown frontmatter key(s): {', '.join(map(repr, unknown))}", source=source,
-                               field=unknown[0],
-                               hint=f"use Agent Skills keys ({', '.join(ALLOWED_KEYS)}) or skillbase's")
+        raise SkillFormatError(
+            f"unknown frontmatter key(s): {', '.join(map(repr, unknown))}",
+            source=source,
+            field=unknown[0],
+            hint=f"use Agent Skills keys ({', '.join(ALLOWED_KEYS)}) or skillbase's",
+        )
     if folder is not None and folder.name != skill.name:
-        raise SkillFormatError(f"the folder is named {folder.name!r} but the skill is {skill.name!r}",
-                               source=source, field="name", hint="the folder name must equal the skill name")
+        raise SkillFormatError(
+            f"the folder is named {folder.name!r} but the skill is {skill.name!r}",
+            source=source,
+            field="name",
+            hint="the folder name must equal the skill name",
+        )
     return skill
 
 
@@ -320,8 +381,10 @@ def _read_folder(folder: Path, root: Path, max_bytes: int) -> Skill:
     text = read_text_limited(folder / SKILL_FILE, root=folder, max_bytes=max_bytes, what=SKILL_FILE)
     skill = parse_markdown_skill(text, source=str(folder / SKILL_FILE), folder=folder)
     what = f"example file of {skill.name}"
-    files = {rel: read_text_limited(folder / rel, root=folder, max_bytes=max_bytes, what=what)
-             for rel in example_file_paths(skill, folder)}
+    files = {
+        rel: read_text_limited(folder / rel, root=folder, max_bytes=max_bytes, what=what)
+        for rel in example_file_paths(skill, folder)
+    }
     check_files(files, max_bytes=max_bytes, where=str(folder))
     return skill.model_copy(update={"files": files})
 
@@ -340,8 +403,12 @@ def _entries(path: Path) -> list[Path]:
         return [path.parent] if path.name == SKILL_FILE else [path]
     if (path / SKILL_FILE).exists() or (path / SKILL_FILE).is_symlink():
         return [path]
-    found = [p for p in sorted(path.iterdir()) if not p.name.startswith(".")
-             and ((p.is_dir() and (p / SKILL_FILE).exists()) or (p.is_file() and p.suffix.lower() == ".md"))]
+    found = [
+        p
+        for p in sorted(path.iterdir())
+        if not p.name.startswith(".")
+        and ((p.is_dir() and (p / SKILL_FILE).exists()) or (p.is_file() and p.suffix.lower() == ".md"))
+    ]
     if len(found) > MAX_IMPORT_ENTRIES:
         raise LimitExceeded(f"{path} holds {len(found)} skills; one import takes at most {MAX_IMPORT_ENTRIES}")
     return found
@@ -372,19 +439,31 @@ def read_agent_skills(path: Path, *, max_bytes: int) -> list[Skill]:
     where: dict[str, int] = {}
     for i, s in enumerate(skills):
         if s.name in where:
-            problems.append(InvalidInput(f"duplicate skill name {s.name!r} in the import",
-                                         hint="each skill needs its own name"))
+            problems.append(
+                InvalidInput(f"duplicate skill name {s.name!r} in the import", hint="each skill needs its own name")
+            )
         where.setdefault(s.name, i)
     if len(problems) == 1:
         raise problems[0]
     if problems:
-        raise InvalidInput(f"{len(problems)} problems in {str(path)!r}; nothing was imported: "
-                           + "; ".join(str(p) for p in problems[:8]), hint="fix every file listed, then import again")
+        raise InvalidInput(
+            f"{len(problems)} problems in {str(path)!r}; nothing was imported: "
+            + "; ".join(str(p) for p in problems[:8]),
+            hint="fix every file listed, then import again",
+        )
     if not skills:
-        raise NotFound(f"no skills found under {str(path)!r}",
-                       hint=f"expected <name>/{SKILL_FILE} folders or .md files")
+        raise NotFound(
+            f"no skills found under {str(path)!r}", hint=f"expected <name>/{SKILL_FILE} folders or .md files"
+        )
     return skills
 
 
-__all__ = ["ExportResult", "export_agent_skills", "parse_markdown_skill", "read_agent_skills", "safe_description",
-           "to_agent_skill_md", "validate_agent_skill_dir"]
+__all__ = [
+    "ExportResult",
+    "export_agent_skills",
+    "parse_markdown_skill",
+    "read_agent_skills",
+    "safe_description",
+    "to_agent_skill_md",
+    "validate_agent_skill_dir",
+]

@@ -39,8 +39,19 @@ if TYPE_CHECKING:
     from skillbase.memory.store import Store
     from skillbase.toolchain.facade import Toolchain
 
-EDITABLE_FIELDS = ("description", "techniques", "applies_when", "languages", "expected_effect", "pitfalls",
-                   "evidence", "examples", "provenance", "body", "files")
+EDITABLE_FIELDS = (
+    "description",
+    "techniques",
+    "applies_when",
+    "languages",
+    "expected_effect",
+    "pitfalls",
+    "evidence",
+    "examples",
+    "provenance",
+    "body",
+    "files",
+)
 TOTAL_FILES_FACTOR = 4  # a skill's files together may hold 4x settings.max_source_bytes
 
 
@@ -88,8 +99,9 @@ def prepare(store: "Store", skill: Skill) -> Skill:
     check_files(skill.files, max_bytes=limit, where=f"skill {skill.name}")
     total = sum(len(t.encode("utf-8", errors="replace")) for t in skill.files.values())
     if total > TOTAL_FILES_FACTOR * limit:
-        raise InvalidInput(f"skill {skill.name}: its files hold {total} bytes; "
-                           f"the limit is {TOTAL_FILES_FACTOR * limit}")
+        raise InvalidInput(
+            f"skill {skill.name}: its files hold {total} bytes; the limit is {TOTAL_FILES_FACTOR * limit}"
+        )
     techniques = [store.canonical_technique(t) for t in skill.techniques]
     if skill.superseded_by is not None:
         if skill.superseded_by == skill.name:
@@ -118,8 +130,15 @@ def _load(source: Skill | Path | str, store: "Store") -> Skill:
 # ---------------------------------------------------------------------------
 
 
-def add_skill(store: "Store", source: Skill | Path | str, *, author: str, reason: str = "added",
-              approve: bool = False, check: bool = True) -> Skill:
+def add_skill(
+    store: "Store",
+    source: Skill | Path | str,
+    *,
+    author: str,
+    reason: str = "added",
+    approve: bool = False,
+    check: bool = True,
+) -> Skill:
     """Add a new skill from a ``Skill``, a skill folder or its ``SKILL.md``; version 1 in the ledger.
 
     It lands as a draft unless ``approve`` (a curator approving explicitly,
@@ -128,13 +147,15 @@ def add_skill(store: "Store", source: Skill | Path | str, *, author: str, reason
     """
     skill = _load(source, store)
     if _exists(store, skill.name):
-        raise InvalidInput(f"a skill named {skill.name!r} already exists",
-                           hint="change it with edit_skill, or pick another name")
+        raise InvalidInput(
+            f"a skill named {skill.name!r} already exists", hint="change it with edit_skill, or pick another name"
+        )
     prov = skill.provenance
     if prov.author == "unknown":
         prov = prov.model_copy(update={"author": author})
-    skill = skill.model_copy(update={"status": "approved" if approve else "draft", "superseded_by": None,
-                                     "provenance": prov})
+    skill = skill.model_copy(
+        update={"status": "approved" if approve else "draft", "superseded_by": None, "provenance": prov}
+    )
     if approve and check:
         _lint_gate(store, skill, None)
     return _put(store, skill, author=author, reason=reason)
@@ -147,17 +168,23 @@ def edit_skill(store: "Store", name: str, changes: Skill | Mapping[str, Any], *,
     current = store.get_skill(name)
     if isinstance(changes, Skill):
         if changes.name != name:
-            raise InvalidInput(f"the edited skill is named {changes.name!r}, not {name!r}",
-                               hint="renaming is not an edit: add the new skill and deprecate this one")
+            raise InvalidInput(
+                f"the edited skill is named {changes.name!r}, not {name!r}",
+                hint="renaming is not an edit: add the new skill and deprecate this one",
+            )
         if changes.status != current.status or changes.superseded_by != current.superseded_by:
-            raise InvalidInput(f"an edit cannot change the status of {name!r} ({current.status} -> {changes.status})",
-                               hint="use approve_skill or deprecate_skill")
+            raise InvalidInput(
+                f"an edit cannot change the status of {name!r} ({current.status} -> {changes.status})",
+                hint="use approve_skill or deprecate_skill",
+            )
         updates = {f: getattr(changes, f) for f in EDITABLE_FIELDS}
     else:
         bad = [k for k in changes if k not in EDITABLE_FIELDS]
         if bad:
-            raise InvalidInput(f"cannot edit field(s) {', '.join(bad)} of {name!r}",
-                               hint=f"editable: {', '.join(EDITABLE_FIELDS)}; status changes use approve/deprecate")
+            raise InvalidInput(
+                f"cannot edit field(s) {', '.join(bad)} of {name!r}",
+                hint=f"editable: {', '.join(EDITABLE_FIELDS)}; status changes use approve/deprecate",
+            )
         updates = dict(changes)
     try:
         edited = Skill.model_validate({**current.model_dump(), **updates})
@@ -174,12 +201,15 @@ def _lint_gate(store: "Store", skill: Skill, toolchain: "Toolchain | None") -> N
     found = errors(lint(skill, store=store, toolchain=toolchain, verify_examples=toolchain is not None))
     if found:
         listed = "; ".join(f"{i.code}: {i.message}" for i in found[:5])
-        raise InvalidInput(f"skill {skill.name!r} does not pass lint, so it cannot be approved: {listed}",
-                           hint="fix it with edit_skill, or approve with check=False")
+        raise InvalidInput(
+            f"skill {skill.name!r} does not pass lint, so it cannot be approved: {listed}",
+            hint="fix it with edit_skill, or approve with check=False",
+        )
 
 
-def approve_skill(store: "Store", name: str, *, curator: str, reason: str, check: bool = True,
-                  toolchain: "Toolchain | None" = None) -> Skill:
+def approve_skill(
+    store: "Store", name: str, *, curator: str, reason: str, check: bool = True, toolchain: "Toolchain | None" = None
+) -> Skill:
     """Approve a draft (or restore a deprecated skill): the curator's action that makes it visible as approved.
 
     With ``check`` the skill must pass lint first (fast checks; its examples
@@ -188,15 +218,20 @@ def approve_skill(store: "Store", name: str, *, curator: str, reason: str, check
     skill = store.get_skill(name)
     if check:
         _lint_gate(store, skill, toolchain)
-    return _put(store, skill.model_copy(update={"status": "approved", "superseded_by": None}),
-                author=curator, reason=reason)
+    return _put(
+        store, skill.model_copy(update={"status": "approved", "superseded_by": None}), author=curator, reason=reason
+    )
 
 
 def deprecate_skill(store: "Store", name: str, *, author: str, reason: str, superseded_by: str | None = None) -> Skill:
     """Mark a skill deprecated (kept, with its history), optionally pointing at the skill that replaces it."""
     skill = store.get_skill(name)
-    return _put(store, skill.model_copy(update={"status": "deprecated", "superseded_by": superseded_by}),
-                author=author, reason=reason)
+    return _put(
+        store,
+        skill.model_copy(update={"status": "deprecated", "superseded_by": superseded_by}),
+        author=author,
+        reason=reason,
+    )
 
 
 def rollback_skill(store: "Store", name: str, version: int, *, author: str, reason: str | None = None) -> Skill:
@@ -248,7 +283,8 @@ def _merge_applies(a: Skill, b: Skill) -> dict[str, Any]:
 
     arches = [w.min_arch for w in (wa, wb)]
     return {
-        "families": either(wa.families, wb.families), "bottlenecks": either(wa.bottlenecks, wb.bottlenecks),
+        "families": either(wa.families, wb.families),
+        "bottlenecks": either(wa.bottlenecks, wb.bottlenecks),
         "dtypes": either(wa.dtypes, wb.dtypes),
         "min_arch": None if None in arches else min(arches, key=lambda s: (len(s), s)),
         "requires_features": [f for f in wa.requires_features if f in wb.requires_features],
@@ -256,8 +292,17 @@ def _merge_applies(a: Skill, b: Skill) -> dict[str, Any]:
     }
 
 
-def merge_skills(store: "Store", a: str, b: str, *, into: str, author: str, reason: str,
-                 description: str | None = None, body: str | None = None) -> MergeResult:
+def merge_skills(
+    store: "Store",
+    a: str,
+    b: str,
+    *,
+    into: str,
+    author: str,
+    reason: str,
+    description: str | None = None,
+    body: str | None = None,
+) -> MergeResult:
     """Merge skills ``a`` and ``b`` into ``into`` (``a``, ``b`` or a new name).
 
     The merged skill keeps the text of ``into`` (or of ``a`` for a new name)
@@ -273,33 +318,51 @@ def merge_skills(store: "Store", a: str, b: str, *, into: str, author: str, reas
     sa, sb = store.get_skill(a), store.get_skill(b)
     for s in (sa, sb):
         if s.status == "deprecated":
-            raise InvalidInput(f"skill {s.name!r} is deprecated",
-                               hint="approve it again before merging, or merge others")
+            raise InvalidInput(
+                f"skill {s.name!r} is deprecated", hint="approve it again before merging, or merge others"
+            )
     if into not in (a, b) and _exists(store, into):
         raise InvalidInput(f"a skill named {into!r} already exists", hint=f"merge into {a!r}, {b!r} or a new name")
     base, other = (sb, sa) if into == b else (sa, sb)
     files, examples = _merge_files(base, other)
-    merged_from = _union(base.provenance.merged_from, other.provenance.merged_from,
-                         [s.name for s in (base, other) if s.name != into])
-    provenance = base.provenance.model_copy(update={
-        "from_experiences": _union(base.provenance.from_experiences, other.provenance.from_experiences),
-        "merged_from": merged_from})
+    merged_from = _union(
+        base.provenance.merged_from, other.provenance.merged_from, [s.name for s in (base, other) if s.name != into]
+    )
+    provenance = base.provenance.model_copy(
+        update={
+            "from_experiences": _union(base.provenance.from_experiences, other.provenance.from_experiences),
+            "merged_from": merged_from,
+        }
+    )
     try:
-        merged = Skill.model_validate({
-            **base.model_dump(), "name": into, "description": description or base.description,
-            "body": body if body is not None else base.body,
-            "techniques": _union(base.techniques, other.techniques), "evidence": _union(base.evidence, other.evidence),
-            "pitfalls": _union(base.pitfalls, other.pitfalls), "languages": _union(base.languages, other.languages),
-            "expected_effect": base.expected_effect or other.expected_effect, "examples": examples, "files": files,
-            "applies_when": _merge_applies(base, other), "provenance": provenance,
-            "status": "approved" if "approved" in (base.status, other.status) else "draft"})
+        merged = Skill.model_validate(
+            {
+                **base.model_dump(),
+                "name": into,
+                "description": description or base.description,
+                "body": body if body is not None else base.body,
+                "techniques": _union(base.techniques, other.techniques),
+                "evidence": _union(base.evidence, other.evidence),
+                "pitfalls": _union(base.pitfalls, other.pitfalls),
+                "languages": _union(base.languages, other.languages),
+                "expected_effect": base.expected_effect or other.expected_effect,
+                "examples": examples,
+                "files": files,
+                "applies_when": _merge_applies(base, other),
+                "provenance": provenance,
+                "status": "approved" if "approved" in (base.status, other.status) else "draft",
+            }
+        )
     except ValidationError as e:
         raise InvalidInput(f"the merged skill is invalid: {e.errors()[0]['msg']}") from None
     prepare(store, merged)  # fail before the first write
     why = f"merge of {a} and {b}: {reason}"
     stored = _put(store, merged, author=author, reason=why)
-    gone = [deprecate_skill(store, s.name, author=author, reason=f"merged into {into}: {reason}", superseded_by=into)
-            for s in (sa, sb) if s.name != into]
+    gone = [
+        deprecate_skill(store, s.name, author=author, reason=f"merged into {into}: {reason}", superseded_by=into)
+        for s in (sa, sb)
+        if s.name != into
+    ]
     return MergeResult(merged=stored, deprecated=gone)
 
 
@@ -367,13 +430,22 @@ def evaluate_policy(store: "Store", skill: Skill, policy: AutoApprovePolicy) -> 
             qualifying.append(aid)
             tasks = _union(tasks, [task])
     ok = len(qualifying) >= policy.min_attempts and len(tasks) >= policy.min_tasks
-    reason = (f"{len(qualifying)} correct attempt(s) with measured gain >= {policy.min_gain:g}x on {len(tasks)} "
-              f"task(s); the policy needs {policy.min_attempts} on {policy.min_tasks}")
+    reason = (
+        f"{len(qualifying)} correct attempt(s) with measured gain >= {policy.min_gain:g}x on {len(tasks)} "
+        f"task(s); the policy needs {policy.min_attempts} on {policy.min_tasks}"
+    )
     return PolicyDecision(approved=ok, reason=reason, qualifying_attempts=qualifying, tasks=tasks)
 
 
-def propose_skill(store: "Store", skill: Skill, *, agent: str, from_experiences: Iterable[str] = (),
-                  reason: str = "proposed by an agent", policy: AutoApprovePolicy | None = None) -> Proposal:
+def propose_skill(
+    store: "Store",
+    skill: Skill,
+    *,
+    agent: str,
+    from_experiences: Iterable[str] = (),
+    reason: str = "proposed by an agent",
+    policy: AutoApprovePolicy | None = None,
+) -> Proposal:
     """Store an agent's proposed skill as a draft (a new version if the agent's earlier draft exists).
 
     The experiences it came from must exist. An approved or deprecated skill
@@ -385,22 +457,32 @@ def propose_skill(store: "Store", skill: Skill, *, agent: str, from_experiences:
         try:
             store.get_experience(xid)
         except NotFound:
-            raise InvalidInput(f"experience {xid!r} does not exist",
-                               hint="cite experiences recorded in the store") from None
+            raise InvalidInput(
+                f"experience {xid!r} does not exist", hint="cite experiences recorded in the store"
+            ) from None
     if _exists(store, skill.name) and store.get_skill(skill.name).status != "draft":
-        raise InvalidInput(f"skill {skill.name!r} exists and is {store.get_skill(skill.name).status}; "
-                           "a proposal cannot replace it", hint="propose under a new name, or ask a curator to edit it")
-    prov = Provenance(author=agent, source="agent",
-                      from_experiences=_union(from_experiences, skill.provenance.from_experiences),
-                      merged_from=skill.provenance.merged_from)
+        raise InvalidInput(
+            f"skill {skill.name!r} exists and is {store.get_skill(skill.name).status}; a proposal cannot replace it",
+            hint="propose under a new name, or ask a curator to edit it",
+        )
+    prov = Provenance(
+        author=agent,
+        source="agent",
+        from_experiences=_union(from_experiences, skill.provenance.from_experiences),
+        merged_from=skill.provenance.merged_from,
+    )
     draft = skill.model_copy(update={"status": "draft", "superseded_by": None, "provenance": prov})
     stored = _put(store, draft, author=agent, reason=reason)
     if policy is None:
         return Proposal(skill=stored)
     decision = evaluate_policy(store, stored, policy)
     if decision.approved:
-        stored = _put(store, stored.model_copy(update={"status": "approved"}), author="auto-approve-policy",
-                      reason=f"auto-approved: {decision.reason}")
+        stored = _put(
+            store,
+            stored.model_copy(update={"status": "approved"}),
+            author="auto-approve-policy",
+            reason=f"auto-approved: {decision.reason}",
+        )
     return Proposal(skill=stored, decision=decision)
 
 
@@ -409,8 +491,16 @@ def propose_skill(store: "Store", skill: Skill, *, agent: str, from_experiences:
 # ---------------------------------------------------------------------------
 
 
-def import_skills(store: "Store", path: Path | str, *, author: str, reason: str = "imported",
-                  approve: bool = False, replace: bool = False, check: bool = True) -> list[Skill]:
+def import_skills(
+    store: "Store",
+    path: Path | str,
+    *,
+    author: str,
+    reason: str = "imported",
+    approve: bool = False,
+    replace: bool = False,
+    check: bool = True,
+) -> list[Skill]:
     """Import Agent Skills folders or markdown files (see ``agent_skills.read_agent_skills``) into the store.
 
     Everything is read and validated first (formats, sizes, paths, duplicate
@@ -424,8 +514,10 @@ def import_skills(store: "Store", path: Path | str, *, author: str, reason: str 
     skills = read_agent_skills(Path(path), max_bytes=store.settings.max_source_bytes)
     taken = [s.name for s in skills if _exists(store, s.name)]
     if taken and not replace:
-        raise InvalidInput(f"skill(s) already in the store: {', '.join(taken[:10])}",
-                           hint="rename them, or import with replace=True to add new versions")
+        raise InvalidInput(
+            f"skill(s) already in the store: {', '.join(taken[:10])}",
+            hint="rename them, or import with replace=True to add new versions",
+        )
     status = "approved" if approve else "draft"
     ready = [prepare(store, s.model_copy(update={"status": status, "superseded_by": None})) for s in skills]
     for s in ready if approve and check else []:

@@ -72,9 +72,16 @@ def _proposal(x: Skill, y: Skill, sim: float, model: str) -> DuplicateProposal |
         if s.status == "draft":
             reasons.append(f"{s.name} is a draft proposed by {s.provenance.author}")
     score = SIMILARITY_WEIGHT * sim + (1 - SIMILARITY_WEIGHT) * overlap
-    return DuplicateProposal(a=x.name, b=y.name, score=round(score, 4), similarity=round(sim, 4),
-                             technique_overlap=round(overlap, 4), shared_techniques=shared,
-                             suggested_into=_keeper(x, y), reasons=reasons)
+    return DuplicateProposal(
+        a=x.name,
+        b=y.name,
+        score=round(score, 4),
+        similarity=round(sim, 4),
+        technique_overlap=round(overlap, 4),
+        shared_techniques=shared,
+        suggested_into=_keeper(x, y),
+        reasons=reasons,
+    )
 
 
 def find_duplicates(store: "Store", *, include_deprecated: bool = False, limit: int = 50) -> list[DuplicateProposal]:
@@ -90,8 +97,11 @@ def find_duplicates(store: "Store", *, include_deprecated: bool = False, limit: 
         return []
     d, b = _vectors(store, skills)
     sims = (d @ d.T + b @ b.T) / 2
-    found = [p for i, j in combinations(range(len(skills)), 2)
-             if (p := _proposal(skills[i], skills[j], float(sims[i, j]), store.embedder.name))]
+    found = [
+        p
+        for i, j in combinations(range(len(skills)), 2)
+        if (p := _proposal(skills[i], skills[j], float(sims[i, j]), store.embedder.name))
+    ]
     return sorted(found, key=lambda p: -p.score)[:limit]
 
 
@@ -117,7 +127,11 @@ def find_similar_many(store: "Store", skills: list[Skill], *, limit: int = 5) ->
     sims = (d @ d.T + b @ b.T) / 2
     out = {}
     for i, skill in enumerate(skills):
-        found = [p for j, other in enumerate(pool) if j != i
-                 if (p := _proposal(skill, other, float(sims[i, j]), store.embedder.name))]
+        found = [
+            p
+            for j, other in enumerate(pool)
+            if j != i
+            if (p := _proposal(skill, other, float(sims[i, j]), store.embedder.name))
+        ]
         out[skill.name] = sorted(found, key=lambda p: -p.score)[:limit]
     return out

@@ -69,14 +69,18 @@ def read_text_limited(path: Path, *, root: Path, max_bytes: int, what: str) -> s
     if not path.exists() and not path.is_symlink():
         raise NotFound(f"{what} {str(path)!r} does not exist")
     if not inside(path, root):
-        raise InvalidInput(f"{what} {str(path)!r} is a link that leads outside {str(root)!r}",
-                           hint="copy the file into the skill folder instead of linking to it")
+        raise InvalidInput(
+            f"{what} {str(path)!r} is a link that leads outside {str(root)!r}",
+            hint="copy the file into the skill folder instead of linking to it",
+        )
     if not path.is_file():
         raise InvalidInput(f"{what} {str(path)!r} is not a regular file")
     size = path.stat().st_size
     if size > max_bytes:
-        raise LimitExceeded(f"{what} {str(path)!r} is {size} bytes; the limit is {max_bytes}",
-                            hint="trim the file or raise SKILLBASE_MAX_SOURCE_BYTES")
+        raise LimitExceeded(
+            f"{what} {str(path)!r} is {size} bytes; the limit is {max_bytes}",
+            hint="trim the file or raise SKILLBASE_MAX_SOURCE_BYTES",
+        )
     with open(path, "rb") as f:
         data = f.read(max_bytes + 1)
     if len(data) > max_bytes:
@@ -95,8 +99,10 @@ def check_files(files: dict[str, str], *, max_bytes: int, where: str) -> None:
         check_relative_path(rel, where=where)
         n = len(text.encode("utf-8", errors="replace"))
         if n > max_bytes:
-            raise LimitExceeded(f"{where}: file {rel!r} is {n} bytes; the limit is {max_bytes}",
-                                hint="trim the file or raise SKILLBASE_MAX_SOURCE_BYTES")
+            raise LimitExceeded(
+                f"{where}: file {rel!r} is {n} bytes; the limit is {max_bytes}",
+                hint="trim the file or raise SKILLBASE_MAX_SOURCE_BYTES",
+            )
 
 
 def write_folder(folder: Path, files: dict[str, str]) -> None:
@@ -141,8 +147,10 @@ class Staging:
         """InvalidInput when a target folder exists and ``overwrite`` is false (called before any move)."""
         taken = [n for n in self.names if (self.out_dir / n).exists() or (self.out_dir / n).is_symlink()]
         if taken and not overwrite:
-            raise InvalidInput(f"{len(taken)} folder(s) already exist in {str(self.out_dir)!r}: {', '.join(taken[:5])}",
-                               hint="choose an empty directory or pass overwrite=True")
+            raise InvalidInput(
+                f"{len(taken)} folder(s) already exist in {str(self.out_dir)!r}: {', '.join(taken[:5])}",
+                hint="choose an empty directory or pass overwrite=True",
+            )
 
     def commit(self, overwrite: bool) -> list[Path]:
         """Move every staged folder into ``out_dir``; returns the final paths."""

@@ -49,8 +49,16 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from skillbase.config import Settings
 from skillbase.errors import InvalidInput, NotFound, SkillbaseError, UnknownTechnique
-from skillbase.models import (CODE_FEATURES, DTYPES, FAMILIES, OCCUPANCY_LIMITERS, PROFILE_METRICS, Record, Skill,
-                              parse_metric_condition)
+from skillbase.models import (
+    CODE_FEATURES,
+    DTYPES,
+    FAMILIES,
+    OCCUPANCY_LIMITERS,
+    PROFILE_METRICS,
+    Record,
+    Skill,
+    parse_metric_condition,
+)
 from skillbase.skills.files import SKILL_FILE, check_relative_path, write_folder
 from skillbase.skills.markdown import EXAMPLE_FILE_KEYS, SkillFormatError, is_builtin_task_ref, read_skill_file
 
@@ -110,8 +118,15 @@ class _Target:
     issues: list[LintIssue] = field(default_factory=list)
 
     def add(self, level: str, code: str, message: str, field_: str | None = None) -> None:
-        self.issues.append(LintIssue(level=level, code=code, message=message, field=field_,
-                                     skill=self.skill.name if self.skill else self.label))
+        self.issues.append(
+            LintIssue(
+                level=level,
+                code=code,
+                message=message,
+                field=field_,
+                skill=self.skill.name if self.skill else self.label,
+            )
+        )
 
 
 def _load(target: Skill | Path | str, max_bytes: int, scratch: Path) -> _Target:
@@ -158,20 +173,30 @@ def _check_name(t: _Target) -> None:
 def _check_description(t: _Target) -> None:
     d = t.skill.description
     if not WHEN_RE.search(d):
-        t.add("error", "description-when",
-              "the description does not say when to use the skill; add a sentence such as 'Use it when ...'",
-              "description")
+        t.add(
+            "error",
+            "description-when",
+            "the description does not say when to use the skill; add a sentence such as 'Use it when ...'",
+            "description",
+        )
     if "<" in d or ">" in d:
-        t.add("warning", "description-angle-brackets",
-              "the description has '<' or '>'; Agent Skills export rewrites them (no XML-like text allowed there)",
-              "description")
+        t.add(
+            "warning",
+            "description-angle-brackets",
+            "the description has '<' or '>'; Agent Skills export rewrites them (no XML-like text allowed there)",
+            "description",
+        )
 
 
 def _check_techniques(t: _Target, canonical: Callable[[str], str]) -> None:
     s = t.skill
     if not s.techniques:
-        t.add("warning", "techniques-missing", "no techniques: the skill cannot be linked to measured outcomes",
-              "techniques")
+        t.add(
+            "warning",
+            "techniques-missing",
+            "no techniques: the skill cannot be linked to measured outcomes",
+            "techniques",
+        )
     for i, name in enumerate(s.techniques):
         try:
             canon = canonical(name)
@@ -179,50 +204,76 @@ def _check_techniques(t: _Target, canonical: Callable[[str], str]) -> None:
             t.add("error", "technique-unknown", str(e), f"techniques.{i}")
             continue
         if canon != name:
-            t.add("warning", "technique-alias", f"{name!r} is an alias; write the canonical name {canon!r}",
-                  f"techniques.{i}")
+            t.add(
+                "warning",
+                "technique-alias",
+                f"{name!r} is an alias; write the canonical name {canon!r}",
+                f"techniques.{i}",
+            )
 
 
 def _check_applies_when(t: _Target) -> None:
     w = t.skill.applies_when
     for i, fam in enumerate(w.families):
         if fam not in FAMILIES:
-            t.add("error", "family-unknown", f"unknown family {fam!r}; known: {', '.join(FAMILIES)}",
-                  f"applies_when.families.{i}")
+            t.add(
+                "error",
+                "family-unknown",
+                f"unknown family {fam!r}; known: {', '.join(FAMILIES)}",
+                f"applies_when.families.{i}",
+            )
     for i, dt in enumerate(w.dtypes):
         if dt not in DTYPES:
-            t.add("error", "dtype-unknown", f"unknown dtype {dt!r}; known: {', '.join(DTYPES)}",
-                  f"applies_when.dtypes.{i}")
+            t.add(
+                "error",
+                "dtype-unknown",
+                f"unknown dtype {dt!r}; known: {', '.join(DTYPES)}",
+                f"applies_when.dtypes.{i}",
+            )
     if w.min_arch is not None and not MIN_ARCH_RE.match(w.min_arch):
         t.add("error", "min-arch", f"min_arch {w.min_arch!r} is not like 'sm_80' or 'sm_90a'", "applies_when.min_arch")
     for key in ("requires_features", "excludes_features"):
         for i, feat in enumerate(getattr(w, key)):
             if feat not in CODE_FEATURES:
-                t.add("error", "feature-unknown", f"unknown code feature {feat!r}; known: {', '.join(CODE_FEATURES)}",
-                      f"applies_when.{key}.{i}")
+                t.add(
+                    "error",
+                    "feature-unknown",
+                    f"unknown code feature {feat!r}; known: {', '.join(CODE_FEATURES)}",
+                    f"applies_when.{key}.{i}",
+                )
     for i, cond in enumerate(w.metrics):
         _check_metric_condition(t, cond, f"applies_when.metrics.{i}")
     both = sorted(set(w.requires_features) & set(w.excludes_features))
     if both:
         t.add("error", "feature-conflict", f"features both required and excluded: {', '.join(both)}", "applies_when")
     if not t.skill.languages:
-        t.add("warning", "languages-missing", "no languages: say whether it applies to triton, cuda or both",
-              "languages")
+        t.add(
+            "warning", "languages-missing", "no languages: say whether it applies to triton, cuda or both", "languages"
+        )
 
 
 def _check_metric_condition(t: _Target, cond: str, where: str) -> None:
     parsed = parse_metric_condition(cond)
     if parsed is None:
-        t.add("error", "metric-condition", f"metric condition {cond!r} is not 'METRIC OP VALUE' "
-                                           "(e.g. 'dram_pct > 85')", where)
+        t.add(
+            "error",
+            "metric-condition",
+            f"metric condition {cond!r} is not 'METRIC OP VALUE' (e.g. 'dram_pct > 85')",
+            where,
+        )
         return
     name, op, value = parsed
     if name not in PROFILE_METRICS:
         t.add("error", "metric-unknown", f"unknown profile metric {name!r}; known: {', '.join(PROFILE_METRICS)}", where)
     elif name == "occupancy_limiter":
         if op not in ("==", "!=") or value not in OCCUPANCY_LIMITERS:
-            t.add("error", "metric-condition", f"occupancy_limiter compares with == or != to one of "
-                                               f"{', '.join(OCCUPANCY_LIMITERS)}, not {op} {value!r}", where)
+            t.add(
+                "error",
+                "metric-condition",
+                f"occupancy_limiter compares with == or != to one of "
+                f"{', '.join(OCCUPANCY_LIMITERS)}, not {op} {value!r}",
+                where,
+            )
     else:
         try:
             float(value)
@@ -258,8 +309,12 @@ def _check_status(t: _Target, store: "Store | None") -> None:
         if s.status != "deprecated":
             t.add("error", "status-superseded", "superseded_by is set but the skill is not deprecated", "superseded_by")
         if store is not None and not _exists(lambda: store.get_skill(s.superseded_by)):
-            t.add("error", "superseded-unknown", f"superseded_by names {s.superseded_by!r}, which the store lacks",
-                  "superseded_by")
+            t.add(
+                "error",
+                "superseded-unknown",
+                f"superseded_by names {s.superseded_by!r}, which the store lacks",
+                "superseded_by",
+            )
 
 
 def _exists(get: Callable[[], Any]) -> bool:
@@ -286,12 +341,20 @@ def _check_evidence(t: _Target, store: "Store | None") -> None:
         if e.attempt_id and not _exists(lambda: store.get_attempt(e.attempt_id)):
             t.add("error", "evidence-unknown", f"attempt {e.attempt_id!r} is not in the store", f"{where}.attempt_id")
         if e.experience_id and not _exists(lambda: store.get_experience(e.experience_id)):
-            t.add("error", "evidence-unknown", f"experience {e.experience_id!r} is not in the store",
-                  f"{where}.experience_id")
+            t.add(
+                "error",
+                "evidence-unknown",
+                f"experience {e.experience_id!r} is not in the store",
+                f"{where}.experience_id",
+            )
     for i, xid in enumerate(s.provenance.from_experiences):
         if not _exists(lambda: store.get_experience(xid)):
-            t.add("error", "provenance-unknown", f"experience {xid!r} is not in the store",
-                  f"provenance.from_experiences.{i}")
+            t.add(
+                "error",
+                "provenance-unknown",
+                f"experience {xid!r} is not in the store",
+                f"provenance.from_experiences.{i}",
+            )
 
 
 # ---------------------------------------------------------------------------
@@ -311,8 +374,9 @@ class _Job:
 def _example_jobs(t: _Target) -> list[_Job]:
     s = t.skill
     if not s.examples:
-        t.add("warning", "examples-missing", "no runnable example: add examples/task.py and examples/after.py",
-              "examples")
+        t.add(
+            "warning", "examples-missing", "no runnable example: add examples/task.py and examples/after.py", "examples"
+        )
         return []
     if t.folder is None:
         t.add("info", "example-skipped", "examples not verified: the record carries no example files", "examples")
@@ -321,8 +385,9 @@ def _example_jobs(t: _Target) -> list[_Job]:
     for i, ex in enumerate(s.examples):
         where = f"examples.{i}"
         if set(ex) != set(EXAMPLE_FILE_KEYS):
-            t.add("error", "example-keys", f"an example has keys {sorted(ex)}; it needs exactly task and solution",
-                  where)
+            t.add(
+                "error", "example-keys", f"an example has keys {sorted(ex)}; it needs exactly task and solution", where
+            )
             continue
         task_ref = ex["task"]
         paths = {}
@@ -416,16 +481,21 @@ def _judge_bench(job: _Job, report: Any) -> None:
         job.target.add("error", "example-failed", f"{job.label}: {report.message}", where)
     else:
         trials = report.correctness.trials if report.correctness else 0
-        job.target.add("info", "example-verified",
-                       f"{job.label}: correct under the Triton interpreter on the CPU ({trials} trials at the "
-                       "task's small shape; no correctness or anti-cheat check failed)", where)
+        job.target.add(
+            "info",
+            "example-verified",
+            f"{job.label}: correct under the Triton interpreter on the CPU ({trials} trials at the "
+            "task's small shape; no correctness or anti-cheat check failed)",
+            where,
+        )
 
 
 def _judge_compile(job: _Job, report: Any, arch: str, nvcc: bool) -> None:
     where = f"examples.{job.index}.solution"
     if not nvcc:
-        job.target.add("info", "example-skipped", f"{job.label}: CUDA example not compiled: nvcc is not installed",
-                       where)
+        job.target.add(
+            "info", "example-skipped", f"{job.label}: CUDA example not compiled: nvcc is not installed", where
+        )
     elif report is None or isinstance(report, Exception):
         job.target.add("error", "example-failed", f"{job.label}: the compile did not finish: {report!r}", where)
     elif not report.ok:
@@ -493,8 +563,9 @@ def lint_many(
             jobs += _example_jobs(t)  # static checks of the examples run either way
         if jobs and verify_examples:
             _run_jobs(jobs, cfg, toolchain)
-        return [LintResult(skill=t.skill.name if t.skill else t.label, source=t.source, issues=t.issues)
-                for t in loaded]
+        return [
+            LintResult(skill=t.skill.name if t.skill else t.label, source=t.source, issues=t.issues) for t in loaded
+        ]
 
 
 def _run_jobs(jobs: list[_Job], settings: Settings | None, toolchain: "Toolchain | None") -> None:
@@ -502,8 +573,10 @@ def _run_jobs(jobs: list[_Job], settings: Settings | None, toolchain: "Toolchain
         _verify(jobs, toolchain)
         return
     if settings is None:
-        raise InvalidInput("verifying examples needs a toolchain or settings",
-                           hint="pass toolchain=..., settings=..., or verify_examples=False")
+        raise InvalidInput(
+            "verifying examples needs a toolchain or settings",
+            hint="pass toolchain=..., settings=..., or verify_examples=False",
+        )
     from skillbase.toolchain import Toolchain
 
     with Toolchain(settings) as tc:
@@ -522,8 +595,9 @@ def lint(
 
     The skill passes when no issue has level 'error' (``errors(issues) == []``).
     """
-    return lint_many([target], settings=settings, store=store, toolchain=toolchain,
-                     verify_examples=verify_examples)[0].issues
+    return lint_many([target], settings=settings, store=store, toolchain=toolchain, verify_examples=verify_examples)[
+        0
+    ].issues
 
 
 def lint_dir(root: Path, **kwargs: Any) -> list[LintResult]:

@@ -25,12 +25,29 @@ from pydantic import ValidationError
 
 from skillbase.errors import InvalidInput, LimitExceeded, NotFound
 from skillbase.models import Skill
-from skillbase.skills.files import (SKILL_FILE, Staging, check_files, check_relative_path, read_text_limited,
-                                    write_folder)
+from skillbase.skills.files import (
+    SKILL_FILE,
+    Staging,
+    check_files,
+    check_relative_path,
+    read_text_limited,
+    write_folder,
+)
 
 FRONTMATTER_KEYS: tuple[str, ...] = (
-    "name", "description", "techniques", "applies_when", "languages", "expected_effect", "pitfalls",
-    "evidence", "examples", "status", "version", "provenance", "superseded_by",
+    "name",
+    "description",
+    "techniques",
+    "applies_when",
+    "languages",
+    "expected_effect",
+    "pitfalls",
+    "evidence",
+    "examples",
+    "status",
+    "version",
+    "provenance",
+    "superseded_by",
 )
 REQUIRED_KEYS = ("name", "description")
 EXAMPLE_FILE_KEYS = ("task", "solution")
@@ -59,8 +76,9 @@ class _StrictLoader(yaml.SafeLoader):
     def compose_node(self, parent, index):
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()
-            raise yaml.constructor.ConstructorError(None, None, "YAML aliases (*name) are not allowed here",
-                                                    event.start_mark)
+            raise yaml.constructor.ConstructorError(
+                None, None, "YAML aliases (*name) are not allowed here", event.start_mark
+            )
         return super().compose_node(parent, index)
 
     def construct_mapping(self, node, deep=False):
@@ -68,8 +86,9 @@ class _StrictLoader(yaml.SafeLoader):
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=deep)
             if isinstance(key, (list, dict)):
-                raise yaml.constructor.ConstructorError(None, None, "a mapping key must be a scalar",
-                                                        key_node.start_mark)
+                raise yaml.constructor.ConstructorError(
+                    None, None, "a mapping key must be a scalar", key_node.start_mark
+                )
             if key in seen:
                 raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
             seen.add(key)
@@ -84,8 +103,11 @@ def load_yaml_mapping(text: str, *, source: str, line_offset: int = 1) -> dict[s
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1 + line_offset}" if mark is not None else ""
         problem = getattr(e, "problem", None) or str(e)
-        raise SkillFormatError(f"invalid YAML in the frontmatter{where}: {problem}", source=source,
-                               hint="fix the YAML between the two '---' lines") from None
+        raise SkillFormatError(
+            f"invalid YAML in the frontmatter{where}: {problem}",
+            source=source,
+            hint="fix the YAML between the two '---' lines",
+        ) from None
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -108,9 +130,12 @@ def split_frontmatter(text: str, *, source: str) -> tuple[dict[str, Any] | None,
     for i in range(1, len(lines)):
         if lines[i].rstrip() == "---":
             data = load_yaml_mapping("\n".join(lines[1:i]), source=source)
-            return data, "\n".join(lines[i + 1:])
-    raise SkillFormatError("the frontmatter opened with '---' is never closed", source=source,
-                           hint="end the frontmatter with a line holding only '---'")
+            return data, "\n".join(lines[i + 1 :])
+    raise SkillFormatError(
+        "the frontmatter opened with '---' is never closed",
+        source=source,
+        hint="end the frontmatter with a line holding only '---'",
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -127,20 +152,29 @@ def _explain(e: ValidationError, source: str) -> SkillFormatError:
     else:
         message = f"field {field!r}: {first['msg']}"
     more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
-    return SkillFormatError(message + more, source=source, field=field,
-                            hint="see skillbase.models.Skill for the fields and their types")
+    return SkillFormatError(
+        message + more, source=source, field=field, hint="see skillbase.models.Skill for the fields and their types"
+    )
 
 
 def skill_from_frontmatter(data: dict[str, Any], body: str, *, source: str) -> Skill:
     """Validate frontmatter keys and values into a Skill (``body`` attached); SkillFormatError otherwise."""
     unknown = [k for k in data if k not in FRONTMATTER_KEYS]
     if unknown:
-        raise SkillFormatError(f"unknown frontmatter field(s): {', '.join(map(repr, unknown))}", source=source,
-                               field=unknown[0], hint=f"allowed fields: {', '.join(FRONTMATTER_KEYS)}")
+        raise SkillFormatError(
+            f"unknown frontmatter field(s): {', '.join(map(repr, unknown))}",
+            source=source,
+            field=unknown[0],
+            hint=f"allowed fields: {', '.join(FRONTMATTER_KEYS)}",
+        )
     for key in REQUIRED_KEYS:
         if key not in data:
-            raise SkillFormatError(f"the frontmatter has no {key!r}", source=source, field=key,
-                                   hint="every skill needs a name and a description")
+            raise SkillFormatError(
+                f"the frontmatter has no {key!r}",
+                source=source,
+                field=key,
+                hint="every skill needs a name and a description",
+            )
     try:
         return Skill.model_validate({**data, "body": body})
     except ValidationError as e:
@@ -153,12 +187,17 @@ def parse_skill_md(text: str, *, source: str = "<SKILL.md>", max_bytes: int | No
     if max_bytes is not None:
         n = len(text.encode("utf-8", errors="replace"))
         if n > max_bytes:
-            raise LimitExceeded(f"{source}: {n} bytes; the limit is {max_bytes}",
-                                hint="trim the skill or raise SKILLBASE_MAX_SOURCE_BYTES")
+            raise LimitExceeded(
+                f"{source}: {n} bytes; the limit is {max_bytes}",
+                hint="trim the skill or raise SKILLBASE_MAX_SOURCE_BYTES",
+            )
     data, body = split_frontmatter(text, source=source)
     if data is None:
-        raise SkillFormatError("no YAML frontmatter: a SKILL.md starts with a line '---'", source=source,
-                               hint="add a frontmatter with at least name and description")
+        raise SkillFormatError(
+            "no YAML frontmatter: a SKILL.md starts with a line '---'",
+            source=source,
+            hint="add a frontmatter with at least name and description",
+        )
     return skill_from_frontmatter(data, body, source=source)
 
 
@@ -209,9 +248,12 @@ def read_skill_dir(folder: Path, *, max_bytes: int, missing_ok: bool = False) ->
         raise NotFound(f"skill folder {str(folder)!r} does not exist or is not a directory")
     skill = read_skill_file(folder / SKILL_FILE, max_bytes=max_bytes)
     if folder.name != skill.name:
-        raise SkillFormatError(f"the folder is named {folder.name!r} but the skill is {skill.name!r}",
-                               source=str(folder / SKILL_FILE), field="name",
-                               hint="rename the folder or the skill so they match")
+        raise SkillFormatError(
+            f"the folder is named {folder.name!r} but the skill is {skill.name!r}",
+            source=str(folder / SKILL_FILE),
+            field="name",
+            hint="rename the folder or the skill so they match",
+        )
     files: dict[str, str] = {}
     for rel in example_file_paths(skill, folder):
         path = folder / rel
@@ -237,13 +279,24 @@ class _Dumper(yaml.SafeDumper):
 def _foldable(text: str) -> bool:
     # Folding turns each line break back into exactly one space, so only text whose
     # spaces are single, ASCII and not at either end survives the round trip.
-    return (len(text) > 80 and text == text.strip() and "  " not in text
-            and all(c.isprintable() for c in text) and not any(c.isspace() and c != " " for c in text))
+    return (
+        len(text) > 80
+        and text == text.strip()
+        and "  " not in text
+        and all(c.isprintable() for c in text)
+        and not any(c.isspace() and c != " " for c in text)
+    )
 
 
 def _folded(key: str, text: str) -> str:
-    lines = textwrap.wrap(text, width=_FOLD_WIDTH, initial_indent="  ", subsequent_indent="  ",
-                          break_long_words=False, break_on_hyphens=False)
+    lines = textwrap.wrap(
+        text,
+        width=_FOLD_WIDTH,
+        initial_indent="  ",
+        subsequent_indent="  ",
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
     return f"{key}: >-\n" + "\n".join(lines) + "\n"
 
 

@@ -50,7 +50,6 @@ def _latest_author(store: "Store", name: str) -> str | None:
 def seed_skills(store: "Store", seeds_dir: Path | None = None, *, author: str = SEED_AUTHOR) -> SeedReport:
     """Store every seed skill (default: the packaged ``seeds/skills``); see the module docstring."""
     from skillbase.memory.documents import TEXT_MAX_TOKENS, skill_text
-
     from skillbase.skills.curation import prepare
 
     if seeds_dir is None:

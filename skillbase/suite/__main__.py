@@ -31,8 +31,12 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--manifest", type=Path)
     run.add_argument("--session")
     run.add_argument("--time-limit", type=float)
-    run.add_argument("--cache", action=argparse.BooleanOptionalAction, default=True,
-                     help="reuse the toolchain's results of identical evaluations (default) or evaluate again")
+    run.add_argument(
+        "--cache",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="reuse the toolchain's results of identical evaluations (default) or evaluate again",
+    )
     run.add_argument("--home", type=Path)
     run.add_argument("--ray", metavar="ADDRESS", help="evaluate on this Ray cluster (needs skillbase[ray])")
     run.add_argument("--json", action="store_true")
@@ -70,9 +74,13 @@ class Lines:
         self.fresh += 1
         elapsed = time.monotonic() - self.start
         eta = elapsed / self.fresh * (self.total - self.done)
-        print(f"[{self.done}/{self.total}] {outcome.item.name}: {v} ({outcome.report.wall_s:.1f} s); "
-              f"{self.counts['correct']} correct, {self.counts['rejected']} rejected, {self.counts['failed']} failed; "
-              f"ETA {eta:.0f} s", file=sys.stderr, flush=True)
+        print(
+            f"[{self.done}/{self.total}] {outcome.item.name}: {v} ({outcome.report.wall_s:.1f} s); "
+            f"{self.counts['correct']} correct, {self.counts['rejected']} rejected, {self.counts['failed']} failed; "
+            f"ETA {eta:.0f} s",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -99,17 +107,28 @@ def main(argv: list[str] | None = None) -> int:
                 from skillbase.suite.run import run_suite
 
                 lines = Lines()
-                report = run_suite(sb, args.run_dir, kernelbench=args.kernelbench,
-                                   levels=set(args.level) if args.level else None,
-                                   problems=parse_problems(args.problems), device=args.device, workers=args.workers,
-                                   record=args.record, manifest=args.manifest, session=args.session,
-                                   time_limit_s=args.time_limit, use_cache=args.cache, on_start=lines.begin,
-                                   on_event=lines.event)
+                report = run_suite(
+                    sb,
+                    args.run_dir,
+                    kernelbench=args.kernelbench,
+                    levels=set(args.level) if args.level else None,
+                    problems=parse_problems(args.problems),
+                    device=args.device,
+                    workers=args.workers,
+                    record=args.record,
+                    manifest=args.manifest,
+                    session=args.session,
+                    time_limit_s=args.time_limit,
+                    use_cache=args.cache,
+                    on_start=lines.begin,
+                    on_event=lines.event,
+                )
             else:
                 from skillbase.suite.run import record_suite
 
-                report = record_suite(sb, args.run_dir, kernelbench=args.kernelbench, manifest=args.manifest,
-                                      session=args.session)
+                report = record_suite(
+                    sb, args.run_dir, kernelbench=args.kernelbench, manifest=args.manifest, session=args.session
+                )
     except SkillbaseError as e:
         print(f"error: {e.message}" + (f"\nhint: {e.hint}" if e.hint else ""), file=sys.stderr)
         return e.exit_code
@@ -117,8 +136,10 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(report, indent=1, default=str))
     else:
         s = report["summary"]["all"]
-        print(f"{s['correct']}/{s['candidates']} correct; fast_1 vs eager {s['fast_p']['eager']['1']}; "
-              f"{len(report['left'])} left; {report['wall_s']:.1f} s wall clock")
+        print(
+            f"{s['correct']}/{s['candidates']} correct; fast_1 vs eager {s['fast_p']['eager']['1']}; "
+            f"{len(report['left'])} left; {report['wall_s']:.1f} s wall clock"
+        )
         print(f"report: {Path(report['run_dir']) / 'skillbase_report.md'}")
     return 0
 

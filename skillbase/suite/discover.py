@@ -76,25 +76,36 @@ def kernelbench_levels(kb_dir: Path) -> Path:
     for root in (kb_dir / "KernelBench", kb_dir):
         if (root / "level1").is_dir():
             return root
-    raise NotFound(f"{str(kb_dir)!r} is not a KernelBench checkout (no KernelBench/level1 in it)",
-                   hint="pass --kernelbench the folder you cloned KernelBench into")
+    raise NotFound(
+        f"{str(kb_dir)!r} is not a KernelBench checkout (no KernelBench/level1 in it)",
+        hint="pass --kernelbench the folder you cloned KernelBench into",
+    )
 
 
 def kernelbench_task(kb_dir: Path | None, level: int, problem: int) -> Path:
     """The problem file of KernelBench level ``level``, number ``problem``."""
     if kb_dir is None:
-        raise InvalidInput(f"candidates name KernelBench problem {level}/{problem} but no checkout was given",
-                           hint="pass --kernelbench PATH_TO_KERNELBENCH")
+        raise InvalidInput(
+            f"candidates name KernelBench problem {level}/{problem} but no checkout was given",
+            hint="pass --kernelbench PATH_TO_KERNELBENCH",
+        )
     folder = kernelbench_levels(kb_dir) / f"level{level}"
     found = sorted(folder.glob(f"{problem}_*.py"))
     if not found:
-        raise NotFound(f"KernelBench has no level {level} problem {problem} in {str(folder)!r}",
-                       hint="check --level/--problems against the checkout")
+        raise NotFound(
+            f"KernelBench has no level {level} problem {problem} in {str(folder)!r}",
+            hint="check --level/--problems against the checkout",
+        )
     return found[0].resolve()
 
 
-def discover(run_dir: Path, kb_dir: Path | None = None, levels: set[int] | None = None,
-             problems: set[int] | None = None, manifest: Path | None = None) -> list[Item]:
+def discover(
+    run_dir: Path,
+    kb_dir: Path | None = None,
+    levels: set[int] | None = None,
+    problems: set[int] | None = None,
+    manifest: Path | None = None,
+) -> list[Item]:
     """The candidates of ``run_dir`` (a manifest when present, else KernelBench-named files),
     filtered by level and problem number."""
     run_dir = Path(run_dir)
@@ -104,9 +115,10 @@ def discover(run_dir: Path, kb_dir: Path | None = None, levels: set[int] | None 
     items = _from_manifest(manifest, kb_dir) if manifest else _from_kernelbench_names(run_dir, kb_dir)
     items = [i for i in items if (levels is None or i.level in levels) and (problems is None or i.problem in problems)]
     if not items:
-        raise NotFound(f"no candidates in {str(run_dir)!r}" + (" for the levels/problems asked" if
-                                                              levels or problems else ""),
-                       hint="name files level_L_problem_P_sample_S_kernel.py, or add a manifest.json")
+        raise NotFound(
+            f"no candidates in {str(run_dir)!r}" + (" for the levels/problems asked" if levels or problems else ""),
+            hint="name files level_L_problem_P_sample_S_kernel.py, or add a manifest.json",
+        )
     return items
 
 
@@ -117,8 +129,16 @@ def _from_kernelbench_names(run_dir: Path, kb_dir: Path | None) -> list[Item]:
         if not m:
             continue
         level, problem, sample = (int(g) for g in m.groups())
-        items.append(Item(name=path.stem, file=path.resolve(), task=kernelbench_task(kb_dir, level, problem),
-                          level=level, problem=problem, sample=sample))
+        items.append(
+            Item(
+                name=path.stem,
+                file=path.resolve(),
+                task=kernelbench_task(kb_dir, level, problem),
+                level=level,
+                problem=problem,
+                sample=sample,
+            )
+        )
     return items
 
 
@@ -142,8 +162,11 @@ def _from_manifest(path: Path, kb_dir: Path | None) -> list[Item]:
         seen.add(items[-1].name)
     for it in items:
         if it.parent is not None and it.parent not in seen:
-            raise InvalidInput(f"manifest {str(path)!r}: {it.name!r} names parent {it.parent!r}, which is not "
-                               "a candidate of this manifest", hint="parents are other candidates' names")
+            raise InvalidInput(
+                f"manifest {str(path)!r}: {it.name!r} names parent {it.parent!r}, which is not "
+                "a candidate of this manifest",
+                hint="parents are other candidates' names",
+            )
     return items
 
 
@@ -166,6 +189,14 @@ def _manifest_item(row, i: int, base: Path, kb_dir: Path | None, path: Path) -> 
     techniques = row.get("techniques") or []
     if not isinstance(techniques, list) or not all(isinstance(t, str) for t in techniques):
         raise InvalidInput(f"{where}: 'techniques' must be a list of names")
-    return Item(name=str(row.get("name") or file.stem), file=file, task=task, level=level, problem=problem,
-                sample=row.get("sample"), parent=row.get("parent"), techniques=list(techniques),
-                note=str(row.get("note") or ""))
+    return Item(
+        name=str(row.get("name") or file.stem),
+        file=file,
+        task=task,
+        level=level,
+        problem=problem,
+        sample=row.get("sample"),
+        parent=row.get("parent"),
+        techniques=list(techniques),
+        note=str(row.get("note") or ""),
+    )

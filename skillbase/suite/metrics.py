@@ -24,8 +24,11 @@ from collections import Counter
 from typing import Iterable
 
 P_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0)
-BASELINES = {"eager": "speedup_vs_eager", "torch_compile": "speedup_vs_compile",
-             "torch_compile_max_autotune": "speedup_vs_max_autotune"}
+BASELINES = {
+    "eager": "speedup_vs_eager",
+    "torch_compile": "speedup_vs_compile",
+    "torch_compile_max_autotune": "speedup_vs_max_autotune",
+}
 FAILING = ("rejected", "incorrect")
 
 
@@ -93,7 +96,9 @@ def figures(rows: list[dict]) -> dict:
     n = len(rows)
     correct = sum(1 for r in rows if _correct(r))
     return {
-        "n": n, "correct": correct, "correctness_rate": correct / n if n else None,
+        "n": n,
+        "correct": correct,
+        "correctness_rate": correct / n if n else None,
         "fast_p": {b: {f"{p:g}": fast_p(rows, b, p) for p in P_VALUES} for b in BASELINES},
         "geomean_speedup": {b: geomean_speedup(rows, b) for b in BASELINES},
     }
@@ -104,7 +109,8 @@ def summarize(rows: list[dict]) -> dict:
     problems (``per_problem``)."""
     f = figures(rows)
     return {
-        "candidates": f.pop("n"), **f,
+        "candidates": f.pop("n"),
+        **f,
         "verdicts": dict(Counter(r.get("verdict") for r in rows).most_common()),
         "rejections_by_check": rejections(rows),
         "problems": len({problem_of(r) for r in rows}),

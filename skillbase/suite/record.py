@@ -53,8 +53,15 @@ def parents_first(items: list[Item]) -> list[Item]:
     return out
 
 
-def record_run(sb, items: list[Item], outcomes: dict[str, tuple[BenchReport, str]], run: str, *,
-               session: str | None = None, agent: str = "suite") -> Recorded:
+def record_run(
+    sb,
+    items: list[Item],
+    outcomes: dict[str, tuple[BenchReport, str]],
+    run: str,
+    *,
+    session: str | None = None,
+    agent: str = "suite",
+) -> Recorded:
     """Record every evaluated candidate of ``items`` (``outcomes``: name -> (report, finished_at))
     through ``sb.record_evaluation``; a candidate whose file changed since it was evaluated, or whose
     task could not be loaded, is skipped with the reason."""
@@ -82,11 +89,19 @@ def record_run(sb, items: list[Item], outcomes: dict[str, tuple[BenchReport, str
         parent = rec.attempts.get(item.parent) if item.parent else None
         note = item.note if parent or not item.parent else f"{item.note} (parent {item.parent} not recorded)".strip()
         try:
-            att = sb.record_evaluation(str(item.task), report, source=source, parent_id=parent,
-                                       techniques=item.techniques, session=session or run, agent=agent, run=run,
-                                       notes=note, attempt_id=attempt_id(run, item.name, report.solution_hash,
-                                                                         finished_at),
-                                       created_at=datetime.fromisoformat(finished_at))
+            att = sb.record_evaluation(
+                str(item.task),
+                report,
+                source=source,
+                parent_id=parent,
+                techniques=item.techniques,
+                session=session or run,
+                agent=agent,
+                run=run,
+                notes=note,
+                attempt_id=attempt_id(run, item.name, report.solution_hash, finished_at),
+                created_at=datetime.fromisoformat(finished_at),
+            )
         except SkillbaseError as e:
             rec.skipped[item.name] = e.message
             continue

@@ -14,12 +14,15 @@ from skillbase.suite.discover import Item
 
 REPORT_JSON = "skillbase_report.json"
 REPORT_MD = "skillbase_report.md"
-CPU_NOTE = ("CPU run: every candidate was verified under the Triton interpreter at a shrunk shape "
-            "(each row's message gives the shape); nothing was timed, so there is no fast_p or speedup.")
+CPU_NOTE = (
+    "CPU run: every candidate was verified under the Triton interpreter at a shrunk shape "
+    "(each row's message gives the shape); nothing was timed, so there is no fast_p or speedup."
+)
 
 
-def row_of(item: Item, report: BenchReport, run_dir: Path, attempt_id: str | None = None,
-           resumed: bool = False) -> dict:
+def row_of(
+    item: Item, report: BenchReport, run_dir: Path, attempt_id: str | None = None, resumed: bool = False
+) -> dict:
     """The plain row a report and ``metrics`` work from."""
     c = report.correctness
     base = {k: v.median_ms for k, v in report.baselines.items()}
@@ -28,41 +31,74 @@ def row_of(item: Item, report: BenchReport, run_dir: Path, attempt_id: str | Non
     except ValueError:
         file = str(item.file)
     return {
-        "name": item.name, "level": item.level, "problem": item.problem, "sample": item.sample,
-        "task": report.task, "file": file, "parent": item.parent, "techniques": item.techniques,
-        "language": report.language, "verdict": report.verdict, "message": report.message,
+        "name": item.name,
+        "level": item.level,
+        "problem": item.problem,
+        "sample": item.sample,
+        "task": report.task,
+        "file": file,
+        "parent": item.parent,
+        "techniques": item.techniques,
+        "language": report.language,
+        "verdict": report.verdict,
+        "message": report.message,
         "failed_checks": [x.name for x in c.failed_checks] if c else [],
         "median_ms": report.timing.median_ms if report.timing else None,
         "host_ms_per_call": report.host_ms_per_call.get("candidate"),
-        "eager_ms": base.get("eager"), "compile_ms": base.get("torch_compile"),
-        "speedup_vs_eager": report.speedup_vs_eager, "speedup_vs_compile": report.speedup_vs_compile,
+        "eager_ms": base.get("eager"),
+        "compile_ms": base.get("torch_compile"),
+        "speedup_vs_eager": report.speedup_vs_eager,
+        "speedup_vs_compile": report.speedup_vs_compile,
         "max_autotune_ms": base.get("torch_compile_max_autotune"),
         "speedup_vs_max_autotune": report.speedup_vs_max_autotune,
         "pct_sol": report.roofline.pct_sol if report.roofline else None,
-        "hardware": report.hardware.name, "device": report.device, "wall_s": round(report.wall_s, 3),
+        "hardware": report.hardware.name,
+        "device": report.device,
+        "wall_s": round(report.wall_s, 3),
         "eval_s": (report.phases_s or {}).get("total"),
         # what a re-evaluation of the same source finds cached: CUDA C++ builds, the first call's compiling
         "build_s": round(sum((report.phases_s or {}).get(k, 0.0) for k in ("build", "first_call")), 3),
         "phases_s": report.phases_s or {},
-        "resumed": resumed, "attempt_id": attempt_id, "notes": report.notes,
+        "resumed": resumed,
+        "attempt_id": attempt_id,
+        "notes": report.notes,
     }
 
 
-def build(run_dir: Path, rows: list[dict], *, device: str, wall_s: float, recorded: int | None,
-          skipped: dict[str, str] | None = None, left: list[str] | None = None, workers: int | None = None,
-          marks: dict[str, float] | None = None) -> dict:
+def build(
+    run_dir: Path,
+    rows: list[dict],
+    *,
+    device: str,
+    wall_s: float,
+    recorded: int | None,
+    skipped: dict[str, str] | None = None,
+    left: list[str] | None = None,
+    workers: int | None = None,
+    marks: dict[str, float] | None = None,
+) -> dict:
     """The whole report as one JSON-ready dict. ``left``: candidates not evaluated yet (a time limit
     stopped the run); the report is then marked incomplete. ``marks``: seconds after the run began at
     which its candidates were prepared, its workers ready and its evaluations done."""
     hardware = sorted({r["hardware"] for r in rows if r["hardware"] != "unknown"})
     return {
-        "run": Path(run_dir).resolve().name, "run_dir": str(Path(run_dir).resolve()), "device": device,
-        "hardware": hardware, "workers": workers, "wall_s": round(wall_s, 2), "marks_s": dict(marks or {}),
-        "complete": not left, "left": list(left or []),
-        "evaluated_now": sum(1 for r in rows if not r["resumed"]), "recorded": recorded,
+        "run": Path(run_dir).resolve().name,
+        "run_dir": str(Path(run_dir).resolve()),
+        "device": device,
+        "hardware": hardware,
+        "workers": workers,
+        "wall_s": round(wall_s, 2),
+        "marks_s": dict(marks or {}),
+        "complete": not left,
+        "left": list(left or []),
+        "evaluated_now": sum(1 for r in rows if not r["resumed"]),
+        "recorded": recorded,
         "not_recorded": skipped or {},
-        "timed": metrics.timed(rows), "note": None if device == "cuda" else CPU_NOTE,
-        "definitions": metrics.__doc__.strip(), "summary": metrics.by_level(rows), "rows": rows,
+        "timed": metrics.timed(rows),
+        "note": None if device == "cuda" else CPU_NOTE,
+        "definitions": metrics.__doc__.strip(),
+        "summary": metrics.by_level(rows),
+        "rows": rows,
     }
 
 
@@ -106,8 +142,12 @@ def _ms(v: float | None) -> str:
 def summary_lines(summary: dict, per_problem: bool = False) -> list[str]:
     """The per-level table, in markdown: over candidates, or over problems (each its best candidate)."""
     ps = [f"{p:g}" for p in metrics.P_VALUES]
-    head = (["level", "problems" if per_problem else "candidates", "correct"] + [f"fast_{p} eager" for p in ps] +
-            [f"fast_{p} compile" for p in ps] + ["geomean vs eager", "geomean vs compile"])
+    head = (
+        ["level", "problems" if per_problem else "candidates", "correct"]
+        + [f"fast_{p} eager" for p in ps]
+        + [f"fast_{p} compile" for p in ps]
+        + ["geomean vs eager", "geomean vs compile"]
+    )
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for level, s in summary.items():
         f = s["per_problem"] if per_problem else s
@@ -121,23 +161,37 @@ def summary_lines(summary: dict, per_problem: bool = False) -> list[str]:
 
 def markdown(report: dict) -> str:
     """The report for people: what was run, the figures per level, rejections, every candidate."""
-    out = [f"# Suite run `{report['run']}`", "",
-           f"Device: {report['device']} ({', '.join(report['hardware']) or 'no device reached'}"
-           + (f", {report['workers']} worker(s)" if report.get("workers") else "") + "); "
-           f"{len(report['rows'])} candidates ({report.get('evaluated_now', 0)} evaluated by this call, the rest "
-           f"read back) in {report['wall_s']:.1f} s wall clock"
-           + (f" (workers ready at {report['marks_s']['workers_ready_s']:.1f} s)"
-              if "workers_ready_s" in (report.get("marks_s") or {}) else "")
-           + (f"; {report['recorded']} recorded as attempts" if report.get("recorded") is not None else "; not recorded")
-           + ".", ""]
+    out = [
+        f"# Suite run `{report['run']}`",
+        "",
+        f"Device: {report['device']} ({', '.join(report['hardware']) or 'no device reached'}"
+        + (f", {report['workers']} worker(s)" if report.get("workers") else "")
+        + "); "
+        f"{len(report['rows'])} candidates ({report.get('evaluated_now', 0)} evaluated by this call, the rest "
+        f"read back) in {report['wall_s']:.1f} s wall clock"
+        + (
+            f" (workers ready at {report['marks_s']['workers_ready_s']:.1f} s)"
+            if "workers_ready_s" in (report.get("marks_s") or {})
+            else ""
+        )
+        + (f"; {report['recorded']} recorded as attempts" if report.get("recorded") is not None else "; not recorded")
+        + ".",
+        "",
+    ]
     if report.get("left"):
-        out += [f"**Incomplete**: {len(report['left'])} candidate(s) not evaluated yet (time limit); run the same "
-                "command again to go on.", ""]
+        out += [
+            f"**Incomplete**: {len(report['left'])} candidate(s) not evaluated yet (time limit); run the same "
+            "command again to go on.",
+            "",
+        ]
     if report.get("note"):
         out += [report["note"], ""]
-    out += ["Speedups are the baseline's median device time over the candidate's (CUDA events, L2 flushed); "
-            "fast_p counts candidates that are correct and faster than the baseline by more than p, over all "
-            "candidates; geometric means are over correct, timed candidates.", ""]
+    out += [
+        "Speedups are the baseline's median device time over the candidate's (CUDA events, L2 flushed); "
+        "fast_p counts candidates that are correct and faster than the baseline by more than p, over all "
+        "candidates; geometric means are over correct, timed candidates.",
+        "",
+    ]
     out += summary_lines(report["summary"]) + [""]
     if any(s["problems"] < s["candidates"] for s in report["summary"].values()):
         out += ["Per problem (each problem counted once, by its correct and fastest candidate):", ""]
@@ -145,16 +199,21 @@ def markdown(report: dict) -> str:
     rej = report["summary"]["all"]["rejections_by_check"]
     if rej:
         out += ["Failing candidates by check: " + ", ".join(f"`{k}` {v}" for k, v in rej.items()), ""]
-    out += ["| candidate | task | verdict | failed checks | median | eager | torch.compile | vs eager | vs compile "
-            "| % SOL | eval s (of it one-time build) |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    out += [
+        "| candidate | task | verdict | failed checks | median | eager | torch.compile | vs eager | vs compile "
+        "| % SOL | eval s (of it one-time build) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in report["rows"]:
         sol = "-" if r["pct_sol"] is None else f"{r['pct_sol']:.0f}%"
         ev = "-" if r.get("eval_s") is None else f"{r['eval_s']:.1f}"
         if r.get("eval_s") is not None and r.get("build_s", 0) >= 0.05:
             ev += f" ({r['build_s']:.1f} build)"
-        out.append(f"| {r['name']} | {r['task']} | {r['verdict']} | {', '.join(r['failed_checks']) or '-'} | "
-                   f"{_ms(r['median_ms'])} | {_ms(r['eager_ms'])} | {_ms(r['compile_ms'])} | "
-                   f"{_x(r['speedup_vs_eager'])} | {_x(r['speedup_vs_compile'])} | {sol} | {ev} |")
+        out.append(
+            f"| {r['name']} | {r['task']} | {r['verdict']} | {', '.join(r['failed_checks']) or '-'} | "
+            f"{_ms(r['median_ms'])} | {_ms(r['eager_ms'])} | {_ms(r['compile_ms'])} | "
+            f"{_x(r['speedup_vs_eager'])} | {_x(r['speedup_vs_compile'])} | {sol} | {ev} |"
+        )
     if report.get("not_recorded"):
         out += ["", "Not recorded: " + "; ".join(f"{k}: {v}" for k, v in report["not_recorded"].items())]
     return "\n".join(out) + "\n"
@@ -168,7 +227,8 @@ def compare(a: dict, b: dict) -> dict:
     rows_b = {r["name"]: r for r in b["rows"]}
     names = list(rows_a) + [n for n in rows_b if n not in rows_a]
     return {
-        "a": a["run_dir"], "b": b["run_dir"],
+        "a": a["run_dir"],
+        "b": b["run_dir"],
         "levels": {lv: {"a": a["summary"].get(lv), "b": b["summary"].get(lv)} for lv in levels},
         "candidates": [{"name": n, "a": _brief(rows_a.get(n)), "b": _brief(rows_b.get(n))} for n in names],
     }

@@ -87,19 +87,25 @@ def failed_report(task: TaskInfo | None, item: Item, source: str, device: str, e
     message = getattr(err, "message", None) or str(err)
     hint = getattr(err, "hint", None)
     return BenchReport(
-        task=task.name if task else item.task.stem, task_signature=task.signature if task else "other:fp32:medium",
-        solution_hash=content_hash(source), language=detect_language(source), device=device,
+        task=task.name if task else item.task.stem,
+        task_signature=task.signature if task else "other:fp32:medium",
+        solution_hash=content_hash(source),
+        language=detect_language(source),
+        device=device,
         hardware=Hardware(kind="cpu" if device == "cpu" else "cuda", name="unknown", arch="unknown"),
-        verdict="invalid", message=f"not evaluated: {message}" + (f" ({hint})" if hint else ""),
+        verdict="invalid",
+        message=f"not evaluated: {message}" + (f" ({hint})" if hint else ""),
         error=ErrorInfo(type=type(err).__name__, message=message),
-        timing_unavailable=f"not evaluated: {message}")
+        timing_unavailable=f"not evaluated: {message}",
+    )
 
 
 class SuiteRunner:
     """Evaluate items with a Toolchain, writing each result as it lands."""
 
-    def __init__(self, toolchain, run_dir: Path, device: str = "auto", workers: int | None = None,
-                 use_cache: bool = True):
+    def __init__(
+        self, toolchain, run_dir: Path, device: str = "auto", workers: int | None = None, use_cache: bool = True
+    ):
         self.toolchain = toolchain
         self.use_cache = use_cache  # False: evaluate again what the toolchain's own result cache holds
         self.run_dir = Path(run_dir)
@@ -125,15 +131,22 @@ class SuiteRunner:
     def task_hash(self, path: Path) -> str:
         """The content hash of a task file (what TaskInfo.source_hash is), without describing the task."""
         if path not in self._task_hashes:
-            self._task_hashes[path] = content_hash(read_source(path, self.toolchain.settings.max_source_bytes,
-                                                               what="task"))
+            self._task_hashes[path] = content_hash(
+                read_source(path, self.toolchain.settings.max_source_bytes, what="task")
+            )
         return self._task_hashes[path]
 
     def key(self, task_hash: str, source: str) -> str:
         return make_key("suite", task_hash, content_hash(source), self.kind, self.versions)
 
-    def run(self, items: list[Item], on_event: Event | None = None, *, time_limit_s: float | None = None,
-            on_order: Callable[[list[Item]], None] | None = None) -> RunState:
+    def run(
+        self,
+        items: list[Item],
+        on_event: Event | None = None,
+        *,
+        time_limit_s: float | None = None,
+        on_order: Callable[[list[Item]], None] | None = None,
+    ) -> RunState:
         """Evaluate every item not already evaluated; returns every outcome (old and new).
 
         With ``time_limit_s``, no candidate starts after that many seconds; those left are listed in
@@ -153,8 +166,14 @@ class SuiteRunner:
             try:
                 key = self.key(self.task_hash(item.task), source)
             except SkillbaseError as e:
-                self._finish(state, item, make_key("invalid", str(item.task), content_hash(source)), source,
-                             failed_report(None, item, source, self.kind, e), emit)
+                self._finish(
+                    state,
+                    item,
+                    make_key("invalid", str(item.task), content_hash(source)),
+                    source,
+                    failed_report(None, item, source, self.kind, e),
+                    emit,
+                )
                 continue
             saved = self._load(key)
             if saved is not None:
@@ -173,11 +192,23 @@ class SuiteRunner:
             try:
                 task = self.task(item.task)
             except SkillbaseError as e:
-                self._finish(state, item, make_key("invalid", str(item.task), content_hash(source)), source,
-                             failed_report(None, item, source, self.kind, e), emit)
+                self._finish(
+                    state,
+                    item,
+                    make_key("invalid", str(item.task), content_hash(source)),
+                    source,
+                    failed_report(None, item, source, self.kind, e),
+                    emit,
+                )
                 continue
-            pending.append((item, task, Candidate(source=source, language=detect_language(source),
-                                                  path=str(item.file)), self.key(task.source_hash, source)))
+            pending.append(
+                (
+                    item,
+                    task,
+                    Candidate(source=source, language=detect_language(source), path=str(item.file)),
+                    self.key(task.source_hash, source),
+                )
+            )
         mark("prepared_s")
         warming.join()  # the GPUs' baselines known so far say which candidates take longest
         mark("workers_ready_s")
@@ -193,27 +224,53 @@ class SuiteRunner:
         def failed(i: int, e: BaseException) -> None:
             # Even an unexpected error is one candidate's row: the other candidates go on.
             item, task, cand, key = pending[i]
-            self._finish(state, item, key, cand.source, failed_report(task, item, cand.source, self.kind, e), emit,
-                         persist=isinstance(e, SkillbaseError))  # not the candidate's doing: try again next time
+            self._finish(
+                state,
+                item,
+                key,
+                cand.source,
+                failed_report(task, item, cand.source, self.kind, e),
+                emit,
+                persist=isinstance(e, SkillbaseError),
+            )  # not the candidate's doing: try again next time
 
         if pending:
-            self.toolchain.benchmark_many([(task, cand) for _, task, cand, _ in pending], self.device,
-                                          workers=self.workers, on_done=done, on_error=failed,
-                                          use_cache=self.use_cache,
-                                          should_stop=None if deadline is None else
-                                          (lambda: time.monotonic() >= deadline))
+            self.toolchain.benchmark_many(
+                [(task, cand) for _, task, cand, _ in pending],
+                self.device,
+                workers=self.workers,
+                on_done=done,
+                on_error=failed,
+                use_cache=self.use_cache,
+                should_stop=None if deadline is None else (lambda: time.monotonic() >= deadline),
+            )
             mark("evaluated_s")
         state.left = [item.name for item, *_ in pending if item.name not in state.outcomes]
         return state
 
-    def _finish(self, state: RunState, item: Item, key: str, source: str, report: BenchReport, emit: Event,
-                *, persist: bool = True) -> None:
+    def _finish(
+        self,
+        state: RunState,
+        item: Item,
+        key: str,
+        source: str,
+        report: BenchReport,
+        emit: Event,
+        *,
+        persist: bool = True,
+    ) -> None:
         outcome = Outcome(item, key, report, content_hash(source), _now())
         # A timeout or crash may be the machine's fault: it is reported but evaluated again next time.
         if persist and report.verdict not in ("timeout", "crashed"):
-            _atomic_write(results_dir(self.run_dir) / f"{key}.json",
-                          {"key": key, "name": item.name, "finished_at": outcome.finished_at,
-                           "report": report.model_dump(mode="json")})
+            _atomic_write(
+                results_dir(self.run_dir) / f"{key}.json",
+                {
+                    "key": key,
+                    "name": item.name,
+                    "finished_at": outcome.finished_at,
+                    "report": report.model_dump(mode="json"),
+                },
+            )
         state.outcomes[item.name] = outcome
         emit("done", outcome)
 

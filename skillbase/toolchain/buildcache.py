@@ -40,8 +40,12 @@ def reset() -> None:
 def build_key(torch: Any, bound: dict[str, Any]) -> str:
     """A hash of what decides a build's output."""
     relevant = {k: v for k, v in bound.items() if k not in ("build_directory", "verbose")}
-    relevant["_versions"] = [torch.__version__, str(torch.version.cuda),
-                             os.environ.get("TORCH_CUDA_ARCH_LIST", ""), os.environ.get("CXX", "")]
+    relevant["_versions"] = [
+        torch.__version__,
+        str(torch.version.cuda),
+        os.environ.get("TORCH_CUDA_ARCH_LIST", ""),
+        os.environ.get("CXX", ""),
+    ]
     return hashlib.sha256(json.dumps(relevant, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 

@@ -11,7 +11,7 @@ CHECKS: dict[str, str] = {
     "output_shape_dtype": "every output has the reference's shape and dtype",
     "matches_reference": "every element of every output is within tolerance on every trial",
     "matches_reference_on_wider_inputs": "within tolerance also on inputs drawn sign-symmetric, larger, with zeros "
-                                         "and ties (where the reference is finite)",
+    "and ties (where the reference is finite)",
     "finite_outputs": "no NaN/Inf where the reference is finite",
     "output_fully_written": "no output element still holds the poison written into fresh memory",
     "inputs_unmodified": "the inputs are bit-identical before and after the call",
@@ -26,8 +26,13 @@ CHECKS: dict[str, str] = {
 }
 
 # Failing one of these means the candidate is wrong; failing any other means it cheats.
-CORRECTNESS_CHECKS = {"imports", "output_shape_dtype", "matches_reference", "matches_reference_on_wider_inputs",
-                      "finite_outputs"}
+CORRECTNESS_CHECKS = {
+    "imports",
+    "output_shape_dtype",
+    "matches_reference",
+    "matches_reference_on_wider_inputs",
+    "finite_outputs",
+}
 
 
 @dataclass

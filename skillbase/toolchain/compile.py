@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import Any
 
 from skillbase.models import CompileReport, Diagnostic, KernelReport, arch_number, content_hash
-
 from skillbase.toolchain import diagnostics, static
 from skillbase.toolchain.cuda_source import blank_host_code, cxxfilt, demangle, needs_full, source_start_line
 from skillbase.toolchain.tasks import import_module_at, load_task_module, shape_globals
@@ -125,8 +124,9 @@ def _trace_forward(torch, task_path: Path, shape: dict | None, device: str, modu
     return shape_globals(tm)
 
 
-def trace_triton(torch, job: CompileJob, task_path: Path, shape: dict | None, small: dict | None
-                 ) -> tuple[list[TraceRecord], dict | None, Any]:
+def trace_triton(
+    torch, job: CompileJob, task_path: Path, shape: dict | None, small: dict | None
+) -> tuple[list[TraceRecord], dict | None, Any]:
     """Kernels launched by one forward: traced on meta at ``shape``, else on CPU at ``small``."""
     records: list[TraceRecord] = []
     with recording_launches(arch_number(job.arch) or 90, records) as target:
@@ -146,15 +146,18 @@ def trace_triton(torch, job: CompileJob, task_path: Path, shape: dict | None, sm
             except Exception as e:
                 errors.append((device, e))
                 if records:
-                    job.log.append(f"trace on {device} stopped early ({type(e).__name__}: {e}); "
-                                   f"compiling the {len(records)} launch(es) seen before")
+                    job.log.append(
+                        f"trace on {device} stopped early ({type(e).__name__}: {e}); "
+                        f"compiling the {len(records)} launch(es) seen before"
+                    )
                     return records, at, target
         device, exc = errors[-1]
         raise exc
 
 
-def compile_triton(torch, job: CompileJob, task_path: Path, shape: dict | None, small: dict | None
-                   ) -> tuple[list[KernelReport], dict | None]:
+def compile_triton(
+    torch, job: CompileJob, task_path: Path, shape: dict | None, small: dict | None
+) -> tuple[list[KernelReport], dict | None]:
     """Trace the forward's launches and compile each distinct (kernel, signature, constexprs, warps, stages)."""
     import triton
     from triton.compiler import ASTSource
@@ -164,13 +167,19 @@ def compile_triton(torch, job: CompileJob, task_path: Path, shape: dict | None, 
         job.diagnostics.append(Diagnostic(severity="warning", message="the forward launched no Triton kernel"))
     kernels, seen = [], set()
     for rec in records:
-        key = (id(rec.kernel), repr(sorted(rec.signature.items())), repr(sorted(rec.constexprs.items())),
-               rec.options.num_warps, rec.options.num_stages)
+        key = (
+            id(rec.kernel),
+            repr(sorted(rec.signature.items())),
+            repr(sorted(rec.constexprs.items())),
+            rec.options.num_warps,
+            rec.options.num_stages,
+        )
         if key in seen:
             continue
         seen.add(key)
-        compiled = triton.compile(ASTSource(rec.kernel, rec.signature, rec.constexprs, rec.attrs), target=target,
-                                  options=rec.options.__dict__)
+        compiled = triton.compile(
+            ASTSource(rec.kernel, rec.signature, rec.constexprs, rec.attrs), target=target, options=rec.options.__dict__
+        )
         kernels.append(_triton_report(rec, compiled, job))
     return kernels, traced
 
@@ -208,8 +217,12 @@ def ptxas_resources(ptx: str, job: CompileJob) -> dict:
     gpu = target.group(1) if target else f"sm_{arch}"
     path = job.workdir / f"k_{content_hash(ptx)}.ptx"
     path.write_text(ptx)
-    proc = subprocess.run([get_ptxas(arch).path, "-v", f"--gpu-name={gpu}", str(path), "-o", str(path) + ".cubin"],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [get_ptxas(arch).path, "-v", f"--gpu-name={gpu}", str(path), "-o", str(path) + ".cubin"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     job.log.append(proc.stderr)
     entries = parse_ptxas(proc.stderr)
     return next(iter(entries.values()), {})
@@ -254,13 +267,28 @@ def capturing_load_inline(captured: list[Captured]):
 
     saved = ext.load_inline
 
-    def fake(name, cpp_sources, cuda_sources=None, *args, functions=None, extra_cuda_cflags=None,
-             extra_include_paths=None, **kwargs):
+    def fake(
+        name,
+        cpp_sources,
+        cuda_sources=None,
+        *args,
+        functions=None,
+        extra_cuda_cflags=None,
+        extra_include_paths=None,
+        **kwargs,
+    ):
         def as_list(x):
             return [x] if isinstance(x, str) else list(x or [])
 
-        captured.append(Captured(name, as_list(cuda_sources), as_list(cpp_sources), list(extra_cuda_cflags or []),
-                                 list(extra_include_paths or [])))
+        captured.append(
+            Captured(
+                name,
+                as_list(cuda_sources),
+                as_list(cpp_sources),
+                list(extra_cuda_cflags or []),
+                list(extra_include_paths or []),
+            )
+        )
         stub = types.ModuleType(name)
         fn_names = functions if isinstance(functions, (list, tuple)) else list((functions or {}).keys())
         for f in fn_names:
@@ -315,10 +343,12 @@ def _torch_includes(workdir: Path) -> list[str]:
 
 def _safe_cflags(flags: list[str]) -> list[str]:
     """Candidate nvcc flags that only affect code generation (no output paths, no host compiler)."""
-    ok = re.compile(r"^(-O[0-3]|--use_fast_math|-use_fast_math|-lineinfo|--ptxas-options=.*|-Xptxas=.*|"
-                    r"-maxrregcount=\d+|--maxrregcount=\d+|-D\w+(=\S*)?|-U\w+|--expt-relaxed-constexpr|"
-                    r"--extended-lambda|--expt-extended-lambda|-std=c\+\+\d+|--restrict|-ftz=\w+|-prec-div=\w+|"
-                    r"-prec-sqrt=\w+|-fmad=\w+)$")
+    ok = re.compile(
+        r"^(-O[0-3]|--use_fast_math|-use_fast_math|-lineinfo|--ptxas-options=.*|-Xptxas=.*|"
+        r"-maxrregcount=\d+|--maxrregcount=\d+|-D\w+(=\S*)?|-U\w+|--expt-relaxed-constexpr|"
+        r"--extended-lambda|--expt-extended-lambda|-std=c\+\+\d+|--restrict|-ftz=\w+|-prec-div=\w+|"
+        r"-prec-sqrt=\w+|-fmad=\w+)$"
+    )
     return [f for f in flags if ok.match(f)]
 
 
@@ -334,8 +364,18 @@ def nvcc_compile(job: CompileJob, text: str, cap: Captured, *, full: bool, timeo
     # -gencode form is used because the -arch=sm_90a shorthand can also run a plain sm_90 pass.
     arch = f"{arch_number(job.arch) or 90}{'a' if job.arch.endswith('a') else ''}"
     flags = [f for f in dict.fromkeys(["-O3", *_safe_cflags(cap.extra_cuda_cflags)])]
-    cmd = [nvcc, f"-gencode=arch=compute_{arch},code=sm_{arch}", "-cubin", "-Xptxas", "-v", "-std=c++17", *flags,
-           "-o", str(cu.with_suffix(".cubin")), str(cu)]
+    cmd = [
+        nvcc,
+        f"-gencode=arch=compute_{arch},code=sm_{arch}",
+        "-cubin",
+        "-Xptxas",
+        "-v",
+        "-std=c++17",
+        *flags,
+        "-o",
+        str(cu.with_suffix(".cubin")),
+        str(cu),
+    ]
     if full:
         cmd[1:1] = [f"-I{p}" for p in _torch_includes(job.workdir) + cap.extra_include_paths]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=job.workdir)
@@ -347,8 +387,10 @@ def nvcc_compile(job: CompileJob, text: str, cap: Captured, *, full: bool, timeo
 def _cuda_unit(job: CompileJob, src: str, full: bool) -> str:
     start = source_start_line(job.source, src)
     where = f'#line {start} "{job.display}"' if start else '#line 1 "cuda_sources"'
-    prelude = ("#include <torch/types.h>\n" if full else "") + \
-        "#include <cuda.h>\n#include <cuda_runtime.h>\n#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n#include <cstdint>\n"
+    prelude = (
+        ("#include <torch/types.h>\n" if full else "")
+        + "#include <cuda.h>\n#include <cuda_runtime.h>\n#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n#include <cstdint>\n"
+    )
     body = src if full else blank_host_code(src)
     return f"{prelude}{where}\n{body}\n"
 
@@ -374,15 +416,22 @@ def _compile_cuda_source(job: CompileJob, cap: Captured, src: str, timeout: floa
         found = {demangle(e) for e in entries}
         missing = sorted(defined - found)
         if rc == 0 and missing:
-            job.diagnostics.append(Diagnostic(
-                severity="note", message=f"kernels {missing} are templates instantiated only from host code; "
-                                         "their resources appear in the full build on a GPU machine"))
+            job.diagnostics.append(
+                Diagnostic(
+                    severity="note",
+                    message=f"kernels {missing} are templates instantiated only from host code; "
+                    "their resources appear in the full build on a GPU machine",
+                )
+            )
     else:
         rc, out = nvcc_compile(job, _cuda_unit(job, src, full=True), cap, full=True, timeout=timeout)
         entries = parse_ptxas(out)
     file_map = {job.display: job.display}
-    job.diagnostics += [d for d in diagnostics.parse_compiler_log(out, source_lines=job.source.splitlines(),
-                                                                  file_map=file_map) if d.severity != "note"]
+    job.diagnostics += [
+        d
+        for d in diagnostics.parse_compiler_log(out, source_lines=job.source.splitlines(), file_map=file_map)
+        if d.severity != "note"
+    ]
     pretty = cxxfilt(list(entries))
     return [_cuda_report(name, res, pretty.get(name)) for name, res in entries.items()]
 
@@ -405,17 +454,24 @@ def _cuda_report(mangled: str, res: dict, pretty: str | None = None) -> KernelRe
 # The solution imported for real, through the same content-keyed load_inline as the GPU workers
 # (buildcache): the extension lands in the folder their import of the same source looks in, so
 # benchmark_kernel after compile_kernel loads it instead of building it again.
-_FULL_BUILD = ("import runpy, sys, torch\n"
-               "from skillbase.toolchain import buildcache\n"
-               "buildcache.install(torch)\n"
-               "runpy.run_path(sys.argv[1])\n")
+_FULL_BUILD = (
+    "import runpy, sys, torch\n"
+    "from skillbase.toolchain import buildcache\n"
+    "buildcache.install(torch)\n"
+    "runpy.run_path(sys.argv[1])\n"
+)
 
 
 def full_extension_build(job: CompileJob, cap_source_module: Path, timeout: float) -> tuple[bool, str]:
     """Import the solution for real (load_inline builds the extension into the store's build cache);
     returns (ok, log)."""
-    proc = subprocess.run([sys.executable, "-c", _FULL_BUILD, str(cap_source_module)],
-                          capture_output=True, text=True, timeout=timeout, cwd=job.workdir)
+    proc = subprocess.run(
+        [sys.executable, "-c", _FULL_BUILD, str(cap_source_module)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=job.workdir,
+    )
     return proc.returncode == 0, proc.stdout + proc.stderr
 
 
@@ -425,8 +481,17 @@ def full_extension_build(job: CompileJob, cap_source_module: Path, timeout: floa
 
 
 # Largest shared memory one block may use (opt-in dynamic limit), bytes, by compute capability.
-_SMEM_LIMIT = {70: 98_304, 75: 65_536, 80: 166_912, 86: 101_376, 87: 166_912, 89: 101_376, 90: 232_448,
-               100: 232_448, 120: 101_376}
+_SMEM_LIMIT = {
+    70: 98_304,
+    75: 65_536,
+    80: 166_912,
+    86: 101_376,
+    87: 166_912,
+    89: 101_376,
+    90: 232_448,
+    100: 232_448,
+    120: 101_376,
+}
 
 
 def resource_diagnostics(kernels: list[KernelReport], arch: str) -> list[Diagnostic]:
@@ -435,13 +500,25 @@ def resource_diagnostics(kernels: list[KernelReport], arch: str) -> list[Diagnos
     limit = _SMEM_LIMIT.get(arch_number(arch) or 0)
     for k in kernels:
         if k.spill_store_bytes or k.spill_load_bytes:
-            out.append(Diagnostic(severity="warning", message=(
-                f"{k.name} spills registers ({k.spill_store_bytes} B stored, {k.spill_load_bytes} B loaded per "
-                f"thread at {k.registers} registers): smaller tiles or fewer live values avoid local-memory traffic")))
+            out.append(
+                Diagnostic(
+                    severity="warning",
+                    message=(
+                        f"{k.name} spills registers ({k.spill_store_bytes} B stored, {k.spill_load_bytes} B loaded per "
+                        f"thread at {k.registers} registers): smaller tiles or fewer live values avoid local-memory traffic"
+                    ),
+                )
+            )
         if limit and k.shared_bytes > limit:
-            out.append(Diagnostic(severity="error", message=(
-                f"{k.name} needs {k.shared_bytes} B of shared memory per block; {arch} allows {limit} B: "
-                "it will fail to launch (reduce num_stages or the block sizes)")))
+            out.append(
+                Diagnostic(
+                    severity="error",
+                    message=(
+                        f"{k.name} needs {k.shared_bytes} B of shared memory per block; {arch} allows {limit} B: "
+                        "it will fail to launch (reduce num_stages or the block sizes)"
+                    ),
+                )
+            )
     return out
 
 
@@ -465,7 +542,8 @@ def compile_request(torch, req: dict, workdir: Path) -> dict:
                 if not built:
                     tail = " | ".join(log.strip().splitlines()[-3:])[-400:]
                     job.diagnostics += diagnostics.parse_compiler_log(log) or [
-                        Diagnostic(severity="error", message=f"the full extension build failed: {tail}")]
+                        Diagnostic(severity="error", message=f"the full extension build failed: {tail}")
+                    ]
         else:
             kernels, traced = compile_triton(torch, job, Path(req["task_path"]), req.get("shape"), req.get("small"))
     except subprocess.TimeoutExpired as e:
@@ -477,6 +555,13 @@ def compile_request(torch, req: dict, workdir: Path) -> dict:
     job.diagnostics += resource_diagnostics(kernels, job.arch)
     errors = [d for d in job.diagnostics if d.severity == "error"]
     ok = not errors and (bool(kernels) or language != "cuda")
-    report = CompileReport(ok=ok, language=language, arch=job.arch, kernels=kernels, diagnostics=job.diagnostics,
-                           traced_shape=traced, duration_s=time.perf_counter() - start)
+    report = CompileReport(
+        ok=ok,
+        language=language,
+        arch=job.arch,
+        kernels=kernels,
+        diagnostics=job.diagnostics,
+        traced_shape=traced,
+        duration_s=time.perf_counter() - start,
+    )
     return {"report": report.model_dump(), "log": "\n".join(x for x in job.log if x)}

@@ -81,8 +81,11 @@ def _is_host_item(header: str, item: str = "") -> bool:
         return False
     if re.search(r"\b(torch|at|c10|pybind11|py)::|\bTORCH_|\bAT_|PYBIND11|\busing namespace (torch|at)\b", h):
         return True
-    if h.startswith("template") and "<<<" in item and not re.search(
-            r"\b(torch|at|c10|pybind11)::|\bTORCH_|\bAT_|\bC10_", _strip_comments(item)):
+    if (
+        h.startswith("template")
+        and "<<<" in item
+        and not re.search(r"\b(torch|at|c10|pybind11)::|\bTORCH_|\bAT_|\bC10_", _strip_comments(item))
+    ):
         return False  # a host template that only launches kernels: kept so its kernels can be instantiated
     if re.match(r"^(template\s*<[^>]*>\s*)?(struct|class|union|enum|namespace|typedef|using)\b", h):
         return False
@@ -135,7 +138,7 @@ def _top_level_items(src: str):
                 yield start, end, src[start:header_end]
                 start = end
         elif c == ";" and depth == 0:
-            yield start, i + 1, src[start:i + 1]
+            yield start, i + 1, src[start : i + 1]
             start = i + 1
         i += 1
 
@@ -175,4 +178,4 @@ def demangle(name: str) -> str:
         return name
     n = int(m.group(1))
     start = m.end()
-    return name[start:start + n]
+    return name[start : start + n]

@@ -28,7 +28,13 @@ MIN_STATE_SEVERITY = 0.15  # a lighter finding is reported but does not set the 
 _MEMORY_STALLS = {"long_scoreboard", "lg_throttle", "drain"}
 
 TECHNIQUES: dict[str, list[str]] = {
-    "dram-bound": ["elementwise-fusion", "epilogue-fusion", "one-pass-row-reduction", "online-softmax", "roofline-stop"],
+    "dram-bound": [
+        "elementwise-fusion",
+        "epilogue-fusion",
+        "one-pass-row-reduction",
+        "online-softmax",
+        "roofline-stop",
+    ],
     "uncoalesced": ["coalesced-access", "vectorized-access", "smem-transpose", "layout-change"],
     "bank-conflicts": ["bank-conflict-avoidance", "smem-transpose"],
     "register-spills": ["occupancy-tuning", "num-warps-tuning", "block-size-tuning"],
@@ -84,12 +90,20 @@ def kernel_findings(k: KernelProfile, family: str | None = None) -> list[Finding
     out: list[Finding] = []
 
     def add(problem: str, summary: str, severity: float) -> None:
-        out.append(Finding(kernel=k.name, problem=problem, summary=summary, severity=round(min(max(severity, 0.0),
-                                                                                                1.0), 3),
-                           techniques=TECHNIQUES[problem]))
+        out.append(
+            Finding(
+                kernel=k.name,
+                problem=problem,
+                summary=summary,
+                severity=round(min(max(severity, 0.0), 1.0), 3),
+                techniques=TECHNIQUES[problem],
+            )
+        )
 
-    for kind, spr, eff in (("loads", k.ld_sectors_per_request, k.ld_efficiency_pct),
-                           ("stores", k.st_sectors_per_request, k.st_efficiency_pct)):
+    for kind, spr, eff in (
+        ("loads", k.ld_sectors_per_request, k.ld_efficiency_pct),
+        ("stores", k.st_sectors_per_request, k.st_efficiency_pct),
+    ):
         # 0% used with sectors fetched: the SASS metric saw no plain LDG/STG (Triton's tl.dot loads
         # are cp.async / TMA copies, which it does not count), so it says nothing about coalescing.
         if eff is not None and 0 < eff < UNCOALESCED_EFFICIENCY:
@@ -98,13 +112,22 @@ def kernel_findings(k: KernelProfile, family: str | None = None) -> list[Finding
             expected = max(spr * eff / 100, 1.0) if spr else None
             ratio = spr / expected if spr and expected else 100 / max(eff, 1.0)
             if ratio >= UNCOALESCED_RATIO:
-                nums = (f"{spr:.1f} sectors per request, {expected:.1f} expected" if spr and expected
-                        else f"{eff:.0f}% of each 32-byte sector used")
-                add("uncoalesced", f"uncoalesced {kind} in {k.name}: {nums}; "
-                                   f"{100 - eff:.0f}% of the bytes fetched are wasted", 1 - eff / 100)
+                nums = (
+                    f"{spr:.1f} sectors per request, {expected:.1f} expected"
+                    if spr and expected
+                    else f"{eff:.0f}% of each 32-byte sector used"
+                )
+                add(
+                    "uncoalesced",
+                    f"uncoalesced {kind} in {k.name}: {nums}; {100 - eff:.0f}% of the bytes fetched are wasted",
+                    1 - eff / 100,
+                )
     if k.smem_conflict_pct is not None and k.smem_conflict_pct >= BANK_CONFLICT_PCT:
-        add("bank-conflicts", f"shared-memory bank conflicts in {k.name}: {k.smem_conflict_pct:.0f}% of shared "
-                              "wavefronts are replays", k.smem_conflict_pct / 100)
+        add(
+            "bank-conflicts",
+            f"shared-memory bank conflicts in {k.name}: {k.smem_conflict_pct:.0f}% of shared wavefronts are replays",
+            k.smem_conflict_pct / 100,
+        )
     spills = (k.spill_bytes or 0) > 0
     heavy_local = k.local_bytes is not None and k.duration_us and k.local_bytes / k.duration_us > LOCAL_BYTES_PER_US
     if spills or heavy_local:
@@ -115,38 +138,71 @@ def kernel_findings(k: KernelProfile, family: str | None = None) -> list[Finding
         # Light local traffic (a few bytes spilled outside the hot loop) costs little: below the state's bar.
         light = k.local_bytes is not None and k.duration_us and not heavy_local
         rate = k.local_bytes / k.duration_us / LOCAL_BYTES_PER_US if light else 0.0
-        add("register-spills", f"register spills in {k.name}{regs}: " + ", ".join(what),
-            0.6 if heavy_local else (0.1 + 0.3 * rate if light else 0.4))
+        add(
+            "register-spills",
+            f"register spills in {k.name}{regs}: " + ", ".join(what),
+            0.6 if heavy_local else (0.1 + 0.3 * rate if light else 0.4),
+        )
     occ = k.achieved_occupancy_pct
     if occ is not None and occ < LOW_OCCUPANCY:
-        theo = f" (theoretical {k.theoretical_occupancy_pct:.0f}%" + (
-            f", limited by {k.occupancy_limiter.replace('_', ' ')})" if k.occupancy_limiter else ")") \
-            if k.theoretical_occupancy_pct is not None else ""
+        theo = (
+            f" (theoretical {k.theoretical_occupancy_pct:.0f}%"
+            + (f", limited by {k.occupancy_limiter.replace('_', ' ')})" if k.occupancy_limiter else ")")
+            if k.theoretical_occupancy_pct is not None
+            else ""
+        )
         busy = max(k.dram_pct or 0, k.sm_pct or 0)
-        enough = (f"; yet DRAM runs at {k.dram_pct:.0f}% of peak, so more resident warps would gain little here"
-                  if (k.dram_pct or 0) >= DRAM_SATURATED else "")
-        add("low-occupancy", f"low occupancy in {k.name}: {occ:.0f}% of the SM's warps resident{theo}{enough}",
-            (1 - occ / LOW_OCCUPANCY) * 0.5 + (0.3 if busy < 60 else 0.0))
+        enough = (
+            f"; yet DRAM runs at {k.dram_pct:.0f}% of peak, so more resident warps would gain little here"
+            if (k.dram_pct or 0) >= DRAM_SATURATED
+            else ""
+        )
+        add(
+            "low-occupancy",
+            f"low occupancy in {k.name}: {occ:.0f}% of the SM's warps resident{theo}{enough}",
+            (1 - occ / LOW_OCCUPANCY) * 0.5 + (0.3 if busy < 60 else 0.0),
+        )
     if k.tail_idle_pct is not None and k.tail_idle_pct >= TAIL_IDLE:
         waves = f"{k.waves:.2f} waves" if k.waves is not None else "the grid"
-        add("tail-effect", f"tail effect in {k.name}: {waves} leave {k.tail_idle_pct:.0f}% of the GPU's block "
-                           "slots idle in the last wave", k.tail_idle_pct / 100)
+        add(
+            "tail-effect",
+            f"tail effect in {k.name}: {waves} leave {k.tail_idle_pct:.0f}% of the GPU's block "
+            "slots idle in the last wave",
+            k.tail_idle_pct / 100,
+        )
     if (k.dram_pct or 0) >= DRAM_SATURATED:
-        add("dram-bound", f"{k.name} runs at {k.dram_pct:.0f}% of peak DRAM throughput: only moving fewer bytes "
-                          "(fusing with its neighbours, one pass instead of several) makes it faster, or stop here", 0.35)
+        add(
+            "dram-bound",
+            f"{k.name} runs at {k.dram_pct:.0f}% of peak DRAM throughput: only moving fewer bytes "
+            "(fusing with its neighbours, one pass instead of several) makes it faster, or stop here",
+            0.35,
+        )
     if family in _TENSOR_FAMILIES and (k.sm_pct or 0) >= 50 and k.tensor_pct is not None and k.tensor_pct < 10:
-        add("tensor-underused", f"{k.name} keeps the SMs {k.sm_pct:.0f}% busy with the tensor pipe at "
-                                f"{k.tensor_pct:.0f}%: the matrix product runs on CUDA cores", 0.7)
+        add(
+            "tensor-underused",
+            f"{k.name} keeps the SMs {k.sm_pct:.0f}% busy with the tensor pipe at "
+            f"{k.tensor_pct:.0f}%: the matrix product runs on CUDA cores",
+            0.7,
+        )
     elif (k.sm_pct or 0) >= COMPUTE_SATURATED:
-        add("compute-bound", f"{k.name} keeps the SMs {k.sm_pct:.0f}% busy: do less arithmetic per element "
-                             "or use faster units", 0.3)
+        add(
+            "compute-bound",
+            f"{k.name} keeps the SMs {k.sm_pct:.0f}% busy: do less arithmetic per element or use faster units",
+            0.3,
+        )
     # L2 counts as busy too: a tile loop re-reading operands from L2 is not waiting on latency.
-    if not out and k.dram_pct is not None and k.sm_pct is not None and max(k.dram_pct, k.sm_pct,
-                                                                              k.l2_pct or 0) < BUSY:
-        stall = f"; warps mostly stall on {k.stalls[0].reason.replace('_', ' ')} ({k.stalls[0].share_pct:.0f}%)" \
-            if k.stalls else ""
-        add("latency-bound", f"{k.name} keeps neither DRAM ({k.dram_pct:.0f}%) nor the SMs ({k.sm_pct:.0f}%) "
-                             f"busy{stall}: more independent work in flight per warp", 0.3)
+    if not out and k.dram_pct is not None and k.sm_pct is not None and max(k.dram_pct, k.sm_pct, k.l2_pct or 0) < BUSY:
+        stall = (
+            f"; warps mostly stall on {k.stalls[0].reason.replace('_', ' ')} ({k.stalls[0].share_pct:.0f}%)"
+            if k.stalls
+            else ""
+        )
+        add(
+            "latency-bound",
+            f"{k.name} keeps neither DRAM ({k.dram_pct:.0f}%) nor the SMs ({k.sm_pct:.0f}%) "
+            f"busy{stall}: more independent work in flight per warp",
+            0.3,
+        )
     return out
 
 

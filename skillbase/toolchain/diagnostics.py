@@ -16,9 +16,13 @@ from pathlib import Path
 from skillbase.models import Diagnostic, ErrorInfo
 
 _FRAMEWORK = ("site-packages", "dist-packages", "/skillbase/toolchain/", "<frozen ", "/lib/python3")
-_NVCC_LINE = re.compile(r"^(?P<file>[^\s:()][^:()]*)\((?P<line>\d+)\)(?:\s*\(col\.\s*(?P<col>\d+)\))?:\s*"
-                        r"(?P<sev>error|warning|remark)\s*(?:#\w+-\w+)?:?\s*(?P<msg>.*)$")
-_GCC_LINE = re.compile(r"^(?P<file>[^\s:][^:]*):(?P<line>\d+):(?:(?P<col>\d+):)?\s*(?:fatal )?(?P<sev>error|warning|note):\s*(?P<msg>.*)$")
+_NVCC_LINE = re.compile(
+    r"^(?P<file>[^\s:()][^:()]*)\((?P<line>\d+)\)(?:\s*\(col\.\s*(?P<col>\d+)\))?:\s*"
+    r"(?P<sev>error|warning|remark)\s*(?:#\w+-\w+)?:?\s*(?P<msg>.*)$"
+)
+_GCC_LINE = re.compile(
+    r"^(?P<file>[^\s:][^:]*):(?P<line>\d+):(?:(?P<col>\d+):)?\s*(?:fatal )?(?P<sev>error|warning|note):\s*(?P<msg>.*)$"
+)
 _TRITON_AT = re.compile(r"^at (\d+):(\d+):")
 
 
@@ -86,7 +90,9 @@ def triton_compile_location(exc: BaseException, source: str) -> int | None:
     return starts[0] + rel - 1
 
 
-def from_exception(exc: BaseException, *, source: str, run_path: str, display_path: str | None) -> tuple[Diagnostic, ErrorInfo]:
+def from_exception(
+    exc: BaseException, *, source: str, run_path: str, display_path: str | None
+) -> tuple[Diagnostic, ErrorInfo]:
     """A diagnostic pointing at the candidate's own line, and the error record with a trimmed traceback.
 
     ``run_path`` is where the candidate was imported from (a temp file);
@@ -114,10 +120,12 @@ def from_exception(exc: BaseException, *, source: str, run_path: str, display_pa
     if isinstance(root, SyntaxError) and root.lineno and line is None:
         line, col = root.lineno, root.offset
     text = f"{type(root).__name__}: {message}"
-    diag = Diagnostic(severity="error", message=text, file=shown, line=line, column=col,
-                      source_line=_line_of(lines, line))
-    info = ErrorInfo(type=type(root).__name__, message=message, file=shown, line=line,
-                     traceback=trim_traceback(exc, run_path, shown))
+    diag = Diagnostic(
+        severity="error", message=text, file=shown, line=line, column=col, source_line=_line_of(lines, line)
+    )
+    info = ErrorInfo(
+        type=type(root).__name__, message=message, file=shown, line=line, traceback=trim_traceback(exc, run_path, shown)
+    )
     return diag, info
 
 
@@ -134,8 +142,9 @@ def trim_traceback(exc: BaseException, run_path: str, shown: str) -> str:
     return "\n".join(out)
 
 
-def parse_compiler_log(log: str, *, source_lines: list[str] | None = None, file_map: dict[str, str] | None = None
-                       ) -> list[Diagnostic]:
+def parse_compiler_log(
+    log: str, *, source_lines: list[str] | None = None, file_map: dict[str, str] | None = None
+) -> list[Diagnostic]:
     """nvcc / gcc / ptxas diagnostics from a log, errors first; ``file_map`` renames files."""
     diags: list[Diagnostic] = []
     file_map = file_map or {}
@@ -150,8 +159,16 @@ def parse_compiler_log(log: str, *, source_lines: list[str] | None = None, file_
         file = file_map.get(m.group("file"), m.group("file"))
         line = int(m.group("line"))
         src = _line_of(source_lines, line) if source_lines is not None and file in file_map.values() else None
-        diags.append(Diagnostic(severity=sev, message=m.group("msg").strip(), file=file, line=line,
-                                column=int(m.group("col")) if m.group("col") else None, source_line=src))
+        diags.append(
+            Diagnostic(
+                severity=sev,
+                message=m.group("msg").strip(),
+                file=file,
+                line=line,
+                column=int(m.group("col")) if m.group("col") else None,
+                source_line=src,
+            )
+        )
     diags.sort(key=lambda d: {"error": 0, "warning": 1, "note": 2}[d.severity])
     return diags
 
@@ -171,8 +188,14 @@ def first_build_error(log: str, source: str, display: str) -> Diagnostic | None:
         code = lines[i + 1].strip() if i + 1 < len(lines) else ""
         hits = [n for n, ln in enumerate(source.splitlines(), start=1) if code and ln.strip() == code]
         if len(hits) == 1:
-            return Diagnostic(severity="error", message=m.group("msg").strip(), file=display, line=hits[0],
-                              source_line=source.splitlines()[hits[0] - 1].rstrip())
-        return Diagnostic(severity="error", message=m.group("msg").strip(), file=m.group("file"),
-                          line=int(m.group("line")))
+            return Diagnostic(
+                severity="error",
+                message=m.group("msg").strip(),
+                file=display,
+                line=hits[0],
+                source_line=source.splitlines()[hits[0] - 1].rstrip(),
+            )
+        return Diagnostic(
+            severity="error", message=m.group("msg").strip(), file=m.group("file"), line=int(m.group("line"))
+        )
     return None

@@ -27,7 +27,6 @@ from typing import Any, Callable
 
 from skillbase.errors import TaskError
 from skillbase.models import CorrectnessReport, Tolerance, content_hash
-
 from skillbase.toolchain import buildcache, diagnostics, guards, profiling, static, timing, verify, widen
 from skillbase.toolchain.checks import CheckBook
 from skillbase.toolchain.tasks import TaskModule, flatten_tensors, import_module_at, load_task_module, shape_globals
@@ -35,8 +34,15 @@ from skillbase.toolchain.tasks import TaskModule, flatten_tensors, import_module
 # An output on widened inputs may differ from the fp32 reference by this many times the reference's own
 # rounding there (its distance from a float64 run) and still be right.
 NOISE_FACTOR = 4
-_STICKY = ("illegal memory access", "device-side assert", "unspecified launch failure", "CUDA error",
-           "misaligned address", "an illegal instruction", "AcceleratorError")
+_STICKY = (
+    "illegal memory access",
+    "device-side assert",
+    "unspecified launch failure",
+    "CUDA error",
+    "misaligned address",
+    "an illegal instruction",
+    "AcceleratorError",
+)
 
 
 @dataclass
@@ -59,8 +65,14 @@ class WorkerEnv:
 class Stop(Exception):
     """Ends an evaluation early with a verdict."""
 
-    def __init__(self, verdict: str, message: str, error: dict | None = None, recycle: bool = False,
-                 diagnostics: list | None = None):
+    def __init__(
+        self,
+        verdict: str,
+        message: str,
+        error: dict | None = None,
+        recycle: bool = False,
+        diagnostics: list | None = None,
+    ):
         super().__init__(message)
         self.verdict, self.message, self.error, self.recycle = verdict, message, error, recycle
         self.diagnostics = diagnostics or []
@@ -132,8 +144,11 @@ class Evaluation:
         except TaskError as e:
             raise self._failure(e.__cause__ or e, stage="import")
         if not hasattr(module, "ModelNew"):
-            raise Stop("invalid", "solution defines no `ModelNew` class",
-                       diagnostics=[{"severity": "error", "message": "ModelNew is not defined", "file": self.shown}])
+            raise Stop(
+                "invalid",
+                "solution defines no `ModelNew` class",
+                diagnostics=[{"severity": "error", "message": "ModelNew is not defined", "file": self.shown}],
+            )
         self.book.passed("imports")
         return module
 
@@ -143,8 +158,9 @@ class Evaluation:
 
     def _failure(self, exc: BaseException, *, stage: str) -> Stop:
         """A Stop for an exception raised by candidate code, with its location in the candidate file."""
-        diag, info = diagnostics.from_exception(exc, source=self.source, run_path=str(self.run_path),
-                                                display_path=self.shown)
+        diag, info = diagnostics.from_exception(
+            exc, source=self.source, run_path=str(self.run_path), display_path=self.shown
+        )
         text = f"{info.type}: {info.message}"
         recycle = any(s in text or s in info.traceback for s in _STICKY)
         where = f" at {diag.file}:{diag.line}" if diag.line else ""
@@ -164,8 +180,13 @@ class Evaluation:
             verdict, what = "invalid", "does not import"
         else:
             verdict, what = "runtime_error", f"raised during {stage}"
-        return Stop(verdict, f"solution {what}{where}: {text[:400]}", error=info.model_dump(), recycle=recycle,
-                    diagnostics=[diag.model_dump()])
+        return Stop(
+            verdict,
+            f"solution {what}{where}: {text[:400]}",
+            error=info.model_dump(),
+            recycle=recycle,
+            diagnostics=[diag.model_dump()],
+        )
 
     def interpreted_compile_error(self, exc: BaseException) -> bool:
         """Under the interpreter a kernel body runs as Python: a name, type or attribute error raised
@@ -212,8 +233,9 @@ class Evaluation:
         bad = self.env.integrity.violations()
         if bad:
             self.book.failed("torch_untouched", f"patched during {when}: {', '.join(bad[:8])}")
-            raise Stop("rejected", f"rejected by torch_untouched: the solution patched {', '.join(bad[:4])}",
-                       recycle=True)
+            raise Stop(
+                "rejected", f"rejected by torch_untouched: the solution patched {', '.join(bad[:4])}", recycle=True
+            )
 
     # ----------------------------------------------------------------- trials
 
@@ -279,9 +301,14 @@ class Evaluation:
         del ref_inputs  # before the comparison's temporaries
         refs = flatten_tensors(ref)
         self.compare(outs, refs, seed)
-        return Trial(seed, shape_globals(tm), inputs,
-                     [verify.fingerprint(torch, o) for o in outs], [verify.fingerprint(torch, r) for r in refs],
-                     [r.numel() * r.element_size() for r in refs])
+        return Trial(
+            seed,
+            shape_globals(tm),
+            inputs,
+            [verify.fingerprint(torch, o) for o in outs],
+            [verify.fingerprint(torch, r) for r in refs],
+            [r.numel() * r.element_size() for r in refs],
+        )
 
     def note_constant_inputs(self, inputs: list) -> None:
         """Constant inputs (zeros, ones) let wrong kernels pass: say so, the task should draw random values."""
@@ -290,7 +317,8 @@ class Evaluation:
             if isinstance(x, torch.Tensor) and x.is_floating_point() and x.numel() > 1 and bool(x.min() == x.max()):
                 self.result.setdefault("notes", []).append(
                     f"input {i} of the task is constant ({float(x.flatten()[0])}): correctness is weakly tested; "
-                    "get_inputs() should draw random values")
+                    "get_inputs() should draw random values"
+                )
 
     def compare(self, outs: list, refs: list, seed: int) -> None:
         """Record the outcome of comparing every output; a wrong shape or dtype ends the evaluation."""
@@ -333,8 +361,10 @@ class Evaluation:
         self.sync()
         tol = self.req["tolerance"]
         atol = tol["atol"] * ratio
-        described = "; ".join(f"{k} ~ {v}" for k, v in how.items()) + \
-            f" (atol scaled with the magnitudes to {atol:.3g}, rtol {tol['rtol']:g})"
+        described = (
+            "; ".join(f"{k} ~ {v}" for k, v in how.items())
+            + f" (atol scaled with the magnitudes to {atol:.3g}, rtol {tol['rtol']:g})"
+        )
         for i, (o, r) in enumerate(zip(outs, refs)):
             if not isinstance(o, torch.Tensor) or o.shape != r.shape or o.dtype != r.dtype:
                 continue  # the ordinary trials already judged shapes and dtypes
@@ -352,20 +382,26 @@ class Evaluation:
                 # Sums of wide values cancel: an honest kernel adding in another order differs from the
                 # fp32 reference by as much as the reference differs from the exact result.
                 noise, why = self.reference_noise(ref_model, ref_inputs, refs[i], i, finite if masked else None)
-                if noise is not None and verify.compare(torch, o, r, atol + NOISE_FACTOR * noise, tol["rtol"],
-                                                        None).ok:
-                    described += (f"; output {i} within {NOISE_FACTOR}x the fp32 reference's own rounding there "
-                                  f"(max |fp32 - float64 reference| {noise:.3g})")
+                if noise is not None and verify.compare(torch, o, r, atol + NOISE_FACTOR * noise, tol["rtol"], None).ok:
+                    described += (
+                        f"; output {i} within {NOISE_FACTOR}x the fp32 reference's own rounding there "
+                        f"(max |fp32 - float64 reference| {noise:.3g})"
+                    )
                     continue
-                allowance = (f", and beyond {NOISE_FACTOR}x the reference's own rounding there ({noise:.3g})"
-                             if noise is not None else f" (no float64 reference to gauge rounding: {why})")
+                allowance = (
+                    f", and beyond {NOISE_FACTOR}x the reference's own rounding there ({noise:.3g})"
+                    if noise is not None
+                    else f" (no float64 reference to gauge rounding: {why})"
+                )
             else:
                 allowance = ""
             at = "" if masked else self._input_at(inputs, names, c.worst_index, o.numel())
-            self.book.failed("matches_reference_on_wider_inputs",
-                             f"output {i}: {c.problem}{allowance} on inputs {described}{at} (seed {draw_seed}, "
-                             f"widened with seed {widen_seed}); the task draws narrower inputs, but the operator is "
-                             "defined for these (declare META['domain'] if it is not)")
+            self.book.failed(
+                "matches_reference_on_wider_inputs",
+                f"output {i}: {c.problem}{allowance} on inputs {described}{at} (seed {draw_seed}, "
+                f"widened with seed {widen_seed}); the task draws narrower inputs, but the operator is "
+                "defined for these (declare META['domain'] if it is not)",
+            )
             return
         self.book.passed("matches_reference_on_wider_inputs", f"within tolerance on inputs {described}")
 
@@ -409,8 +445,10 @@ class Evaluation:
         """An output that stays bit-identical while the reference's changes was not computed from the inputs."""
         for a, b in zip(self.trials, self.trials[1:]):
             if a.shape == b.shape and a.out_fps == b.out_fps and a.ref_fps != b.ref_fps:
-                self.book.failed("fresh_result_each_call",
-                                 "the output did not change when the inputs did: a result is reused across calls")
+                self.book.failed(
+                    "fresh_result_each_call",
+                    "the output did not change when the inputs did: a result is reused across calls",
+                )
                 return
 
     def rewrite_inputs_in_place(self, tm: TaskModule, ref_model, new_model) -> None:
@@ -429,9 +467,11 @@ class Evaluation:
         fps = [verify.fingerprint(torch, o) for o in out]
         new_ref_fps = [verify.fingerprint(torch, r) for r in refs]
         if fps == last.out_fps and new_ref_fps != last.ref_fps:
-            self.book.failed("fresh_result_each_call",
-                             "after the inputs were rewritten in place the output stayed the same: "
-                             "results are cached by tensor address")
+            self.book.failed(
+                "fresh_result_each_call",
+                "after the inputs were rewritten in place the output stayed the same: "
+                "results are cached by tensor address",
+            )
             return
         self.compare(out, refs, -1)
         self.book.passed("fresh_result_each_call", "outputs followed fresh inputs and an in-place rewrite")
@@ -448,9 +488,11 @@ class Evaluation:
             self.book.failed("own_kernel_launched", "the forward launched no Triton kernel of its own")
         replayed = self.replayed_reference_ops()
         if replayed:
-            self.book.failed("no_pytorch_fallback",
-                             f"the forward runs the reference's own PyTorch operators ({', '.join(sorted(replayed))}) "
-                             "on inputs as large as the reference's")
+            self.book.failed(
+                "no_pytorch_fallback",
+                f"the forward runs the reference's own PyTorch operators ({', '.join(sorted(replayed))}) "
+                "on inputs as large as the reference's",
+            )
         return launched
 
     def replayed_reference_ops(self) -> set[str]:
@@ -484,12 +526,16 @@ class Evaluation:
         self.busiest = prof.busiest_stream()
         self._profile_again = lambda: profiling.profile_call(torch, lambda: new_model(*inputs), self.env.clock)
         if prof.escaped():
-            self.book.failed("no_side_stream_escape",
-                             f"GPU work spans {prof.span_ms:.3f} ms across streams {sorted(prof.streams)} but the "
-                             f"timed region on the calling stream lasts {prof.event_ms:.3f} ms")
+            self.book.failed(
+                "no_side_stream_escape",
+                f"GPU work spans {prof.span_ms:.3f} ms across streams {sorted(prof.streams)} but the "
+                f"timed region on the calling stream lasts {prof.event_ms:.3f} ms",
+            )
         else:
-            self.book.passed("no_side_stream_escape",
-                             f"kernel span {prof.span_ms:.3f} ms within the event time {prof.event_ms:.3f} ms")
+            self.book.passed(
+                "no_side_stream_escape",
+                f"kernel span {prof.span_ms:.3f} ms within the event time {prof.event_ms:.3f} ms",
+            )
         return own or launched
 
     # -------------------------------------------------------------- the whole
@@ -591,10 +637,12 @@ class Evaluation:
             if again[0] is not None and again[1] < work_ms:
                 stream, work_ms = again
         if stream is not None and profiling.exceeds(work_ms, median_ms):
-            self.book.failed("no_side_stream_escape",
-                             f"one call does {work_ms:.3f} ms of GPU work on stream {stream} (least of {tries} "
-                             f"profiled calls), but the timed region lasts {median_ms:.3f} ms (median): work "
-                             "escaped the timed region")
+            self.book.failed(
+                "no_side_stream_escape",
+                f"one call does {work_ms:.3f} ms of GPU work on stream {stream} (least of {tries} "
+                f"profiled calls), but the timed region lasts {median_ms:.3f} ms (median): work "
+                "escaped the timed region",
+            )
 
     def warm_reference(self, tm: TaskModule) -> None:
         """Run the reference once before any candidate code, then accept torch's state as the baseline.
@@ -687,8 +735,14 @@ class Evaluation:
         self.progress(0.6, "timing the candidate")
         with torch.no_grad():
             try:
-                samples, method = timing.measure(lambda k: new_model(*sets[k]), len(sets), clock, flush, self.plan(),
-                                                 lambda f, m: self.progress(0.6 + 0.35 * f, m))
+                samples, method = timing.measure(
+                    lambda k: new_model(*sets[k]),
+                    len(sets),
+                    clock,
+                    flush,
+                    self.plan(),
+                    lambda f, m: self.progress(0.6 + 0.35 * f, m),
+                )
             except (Exception, SystemExit, KeyboardInterrupt) as e:
                 raise self._failure(e, stage="timing")
             out["timing"] = timing.summarize(samples, method, len(sets)).model_dump()
@@ -730,7 +784,7 @@ class Evaluation:
                 torch._dynamo.reset()
             except Exception as e:  # a baseline that cannot run is reported, not fatal
                 out["baseline_notes"][name] = f"{type(e).__name__}: {str(e)[:300]}"
-        del flush, sets, ref_model
+        flush = sets = ref_model = None  # dropped before the caches are cleared below
         # torch.compile's caches keep the compiled reference (and the device memory its graphs hold)
         # alive for the life of the worker; baselines are measured once per task, so drop them now.
         torch._dynamo.reset()
@@ -757,8 +811,10 @@ class Evaluation:
         for o, r in zip(outs, refs):
             c = verify.compare(torch, o, r, tol["atol"], tol["rtol"], None)
             if not c.ok:
-                self.book.failed("fresh_result_each_call",
-                                 f"after timing, an in-place rewrite of the inputs was not followed: {c.problem}")
+                self.book.failed(
+                    "fresh_result_each_call",
+                    f"after timing, an in-place rewrite of the inputs was not followed: {c.problem}",
+                )
 
 
 def precision_policy(torch, kind: str) -> str:
@@ -767,8 +823,10 @@ def precision_policy(torch, kind: str) -> str:
         return "exact fp32 (CPU)"
     b = torch.backends
     matmul = b.cuda.matmul.allow_tf32 or torch.get_float32_matmul_precision() != "highest"
-    parts = ["fp32 matmuls " + ("may use TF32" if matmul else "exact (TF32 off)"),
-             "cuDNN convolutions " + ("may use TF32" if b.cudnn.allow_tf32 else "exact (TF32 off)")]
+    parts = [
+        "fp32 matmuls " + ("may use TF32" if matmul else "exact (TF32 off)"),
+        "cuDNN convolutions " + ("may use TF32" if b.cudnn.allow_tf32 else "exact (TF32 off)"),
+    ]
     return "; ".join(parts) + " (PyTorch's defaults unless the task sets them)"
 
 
@@ -843,8 +901,16 @@ def evaluate(env: WorkerEnv, req: dict, progress: Callable[[float, str], None]) 
         if ev.env.kind == "cpu":
             ev.book.skipped("no_side_stream_escape", "needs a GPU (profiler stream timeline)")
             ev.book.skipped("physically_possible", "needs a GPU timing")
-        result = {**ev.result, "verdict": s.verdict, "message": s.message, "error": s.error, "recycle": s.recycle,
-                  "diagnostics": s.diagnostics, "correctness": ev.report().model_dump(), "custom_kernels": []}
+        result = {
+            **ev.result,
+            "verdict": s.verdict,
+            "message": s.message,
+            "error": s.error,
+            "recycle": s.recycle,
+            "diagnostics": s.diagnostics,
+            "correctness": ev.report().model_dump(),
+            "custom_kernels": [],
+        }
     result["eval_s"] = time.perf_counter() - start
     if buildcache.spent():
         result.setdefault("phases_s", {})["build"] = buildcache.spent()

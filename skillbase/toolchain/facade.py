@@ -25,16 +25,27 @@ from pathlib import Path
 from typing import Callable
 
 from skillbase.config import Settings, usable_cores
-from skillbase.errors import InvalidInput, LimitExceeded, NotFound, TaskError, ToolchainUnavailable
-from skillbase.models import (BenchReport, Candidate, Check, CompileReport, CorrectnessReport, Diagnostic,
-                              ErrorInfo, Hardware, ProfileReport, TaskInfo, TimingStats, content_hash)
-
+from skillbase.errors import InvalidInput, NotFound, TaskError, ToolchainUnavailable
+from skillbase.models import (
+    BenchReport,
+    Candidate,
+    Check,
+    CompileReport,
+    CorrectnessReport,
+    Diagnostic,
+    ErrorInfo,
+    Hardware,
+    ProfileReport,
+    TaskInfo,
+    TimingStats,
+    content_hash,
+)
 from skillbase.toolchain import profile as profiler
 from skillbase.toolchain import roofline, shrink, static, tasks
-from skillbase.toolchain.schedule import Durations, Picker
 from skillbase.toolchain.cache import JsonCache, make_key, toolchain_versions
 from skillbase.toolchain.diagnostics import truncate
 from skillbase.toolchain.pool import STARTUP_TIMEOUT_S, Pool, WorkerDied
+from skillbase.toolchain.schedule import Durations, Picker
 from skillbase.toolchain.source import check_source_size, detect_language, read_source
 
 Progress = Callable[[float, str], None]
@@ -54,8 +65,14 @@ class Toolchain:
     Use as a context manager (or call ``close()``) so the workers are stopped.
     """
 
-    def __init__(self, settings: Settings, *, timing_budget_s: float = 1.0, target_ci: float = 0.01,
-                 cpu_workers: int | None = None):
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        timing_budget_s: float = 1.0,
+        target_ci: float = 0.01,
+        cpu_workers: int | None = None,
+    ):
         self.settings = settings
         self.cpu_workers = cpu_workers or min(2, usable_cores())
         remote = None
@@ -135,11 +152,15 @@ class Toolchain:
         if path is None:
             known = ", ".join(task.solutions) or "none"
             if name_or_path.endswith((".py", ".cu")) or "/" in name_or_path or "\\" in name_or_path:
-                raise NotFound(f"the solution file {name_or_path!r} does not exist",
-                               hint="check the path (relative paths start where you run the command)"
-                                    + (f"; built-in solutions of {task.name}: {known}" if task.solutions else ""))
-            raise NotFound(f"no solution {name_or_path!r} for task {task.name}",
-                           hint=f"pass a file path or one of the built-in solutions: {known}")
+                raise NotFound(
+                    f"the solution file {name_or_path!r} does not exist",
+                    hint="check the path (relative paths start where you run the command)"
+                    + (f"; built-in solutions of {task.name}: {known}" if task.solutions else ""),
+                )
+            raise NotFound(
+                f"no solution {name_or_path!r} for task {task.name}",
+                hint=f"pass a file path or one of the built-in solutions: {known}",
+            )
         source = read_source(path, self.settings.max_source_bytes, what="solution")
         return Candidate(source=source, language=detect_language(source), path=str(path))
 
@@ -163,7 +184,9 @@ class Toolchain:
         if d not in ("cuda", "cpu"):
             raise InvalidInput(f"unknown device {device!r}", hint="use 'auto', 'cuda' or 'cpu'")
         if d == "cuda" and not self._gpu_count():
-            raise ToolchainUnavailable("no CUDA GPU is visible", hint="use --device cpu to verify under the Triton interpreter")
+            raise ToolchainUnavailable(
+                "no CUDA GPU is visible", hint="use --device cpu to verify under the Triton interpreter"
+            )
         return d
 
     def hardware(self, device: str = "auto") -> Hardware:
@@ -190,21 +213,29 @@ class Toolchain:
         w = self.pool.get(worker)
         try:
             described = Hardware(**_ok(w.request({"op": "describe"}, timeout=300))["hardware"])
-            key = make_key("peaks", described.name, described.arch, described.memory_bytes,
-                           self.pool.versions(worker)["torch"], roofline.PEAKS_METHOD)
+            key = make_key(
+                "peaks",
+                described.name,
+                described.arch,
+                described.memory_bytes,
+                self.pool.versions(worker)["torch"],
+                roofline.PEAKS_METHOD,
+            )
             cached = self.peaks.get(key)
             if cached is None:
                 cached = _ok(w.request({"op": "hardware"}, timeout=600))["hardware"]
                 self.peaks.put(key, cached)
         except WorkerDied as d:
-            raise ToolchainUnavailable(f"the {worker} worker failed while describing its device: {d.detail}",
-                                       hint=d.log_tail[-500:] or None) from d
+            raise ToolchainUnavailable(
+                f"the {worker} worker failed while describing its device: {d.detail}", hint=d.log_tail[-500:] or None
+            ) from d
         self._hw[worker] = Hardware(**cached)
 
     # -------------------------------------------------------------- compile
 
-    def compile(self, task: TaskInfo, candidate: Candidate, arch: str = "sm_90", *, use_cache: bool = True
-                ) -> CompileReport:
+    def compile(
+        self, task: TaskInfo, candidate: Candidate, arch: str = "sm_90", *, use_cache: bool = True
+    ) -> CompileReport:
         """Compile the candidate's kernels for ``arch`` and report registers, spills and shared memory per kernel.
 
         Triton kernels are traced from one forward at the task's shape and compiled
@@ -216,30 +247,55 @@ class Toolchain:
         key = make_key("compile", task.source_hash, candidate.source, arch, versions)
         if use_cache and (hit := self.compiles.get(key)):
             return CompileReport(**hit)
-        req = {"op": "compile", "task_path": task.path, "shape": None, "small": task.small_shape,
-               "cache_ns": candidate.source_hash,
-               "source": candidate.source, "solution_path": candidate.path, "language": language, "arch": arch,
-               "timeout_s": self.settings.compile_timeout_s,
-               # compile stays on this host: a cluster's GPUs say nothing about a CUDA build here
-               "full_build": language == "cuda" and self.pool.remote is None and self._gpu_count() > 0}
+        req = {
+            "op": "compile",
+            "task_path": task.path,
+            "shape": None,
+            "small": task.small_shape,
+            "cache_ns": candidate.source_hash,
+            "source": candidate.source,
+            "solution_path": candidate.path,
+            "language": language,
+            "arch": arch,
+            "timeout_s": self.settings.compile_timeout_s,
+            # compile stays on this host: a cluster's GPUs say nothing about a CUDA build here
+            "full_build": language == "cuda" and self.pool.remote is None and self._gpu_count() > 0,
+        }
         start = time.perf_counter()
         try:
             reply = self.pool.get("compile").request(req, timeout=self.settings.compile_timeout_s + 30)
         except WorkerDied as d:
-            return CompileReport(ok=False, language=language, arch=arch, toolchain=versions,
-                                 diagnostics=[Diagnostic(severity="error", message=f"compile {d.reason}: {d.detail}")],
-                                 log=truncate(d.log_tail, self.settings.max_log_chars)[0],
-                                 duration_s=time.perf_counter() - start)
+            return CompileReport(
+                ok=False,
+                language=language,
+                arch=arch,
+                toolchain=versions,
+                diagnostics=[Diagnostic(severity="error", message=f"compile {d.reason}: {d.detail}")],
+                log=truncate(d.log_tail, self.settings.max_log_chars)[0],
+                duration_s=time.perf_counter() - start,
+            )
         if not reply.get("ok"):
-            return CompileReport(ok=False, language=language, arch=arch, toolchain=versions,
-                                 diagnostics=[Diagnostic(severity="error", message=reply.get("error", "compile failed"))],
-                                 log=truncate(reply.get("traceback", ""), self.settings.max_log_chars)[0])
+            return CompileReport(
+                ok=False,
+                language=language,
+                arch=arch,
+                toolchain=versions,
+                diagnostics=[Diagnostic(severity="error", message=reply.get("error", "compile failed"))],
+                log=truncate(reply.get("traceback", ""), self.settings.max_log_chars)[0],
+            )
         result = reply["result"]
         report = CompileReport(**result["report"])
         log, cut = truncate(result.get("log", ""), self.settings.max_log_chars)
         log_path = self._save_log(key, result.get("log", ""))
-        report = report.model_copy(update={"log": log, "log_truncated": cut, "full_log_path": log_path,
-                                           "toolchain": versions, "duration_s": time.perf_counter() - start})
+        report = report.model_copy(
+            update={
+                "log": log,
+                "log_truncated": cut,
+                "full_log_path": log_path,
+                "toolchain": versions,
+                "duration_s": time.perf_counter() - start,
+            }
+        )
         self.compiles.put(key, report.model_dump(mode="json"))
         return report
 
@@ -251,8 +307,15 @@ class Toolchain:
 
     # ------------------------------------------------------------ benchmark
 
-    def benchmark(self, task: TaskInfo, candidate: Candidate, device: str = "auto", *,
-                  progress: Progress | None = None, use_cache: bool = True) -> BenchReport:
+    def benchmark(
+        self,
+        task: TaskInfo,
+        candidate: Candidate,
+        device: str = "auto",
+        *,
+        progress: Progress | None = None,
+        use_cache: bool = True,
+    ) -> BenchReport:
         """Verify the candidate against the reference (5+ fresh-input trials and every anti-cheat check) and,
         on a GPU, time it with baselines and a roofline. On the CPU, verification runs under the Triton
         interpreter at the task's small shape (``cpu_shape``: META['small'], or one shrunk automatically)
@@ -264,8 +327,15 @@ class Toolchain:
         worker = "cpu" if kind == "cpu" else (device if device.startswith("cuda:") else "cuda:0")
         return self._evaluate(task, candidate, worker, progress, use_cache)
 
-    def profile(self, task: TaskInfo, candidate: Candidate, device: str = "auto", *,
-                progress: Progress | None = None, ncu: bool = True) -> ProfileReport:
+    def profile(
+        self,
+        task: TaskInfo,
+        candidate: Candidate,
+        device: str = "auto",
+        *,
+        progress: Progress | None = None,
+        ncu: bool = True,
+    ) -> ProfileReport:
         """Profile the candidate's own kernels with Nsight Compute in a worker (see ``toolchain/profile.py``):
         per-kernel counters, a diagnosis and a bottleneck state. Without a GPU, or when ncu is missing or not
         permitted, a ProfileReport with ``available=False``, the reason, and what was measured instead
@@ -289,19 +359,27 @@ class Toolchain:
         if kind == "cpu":
             report = profiler.unavailable_report(task, chash, "cpu", None, "no_gpu", why, compiled)
             return report.model_copy(update={"wall_s": round(time.perf_counter() - start, 3)})
-        req = {"op": "profile", "task_path": task.path, "shape": None, "source": candidate.source,
-               "cache_ns": candidate.source_hash,
-               "ncu_timeout_s": profiler.NCU_TIMEOUT_S, "no_ncu": not ncu}
+        req = {
+            "op": "profile",
+            "task_path": task.path,
+            "shape": None,
+            "source": candidate.source,
+            "cache_ns": candidate.source_hash,
+            "ncu_timeout_s": profiler.NCU_TIMEOUT_S,
+            "no_ncu": not ncu,
+        }
         try:
             reply = self.pool.get(worker).request(
-                req, timeout=profiler.NCU_TIMEOUT_S + profiler.TORCH_TIMEOUT_S + 60, progress=progress)
+                req, timeout=profiler.NCU_TIMEOUT_S + profiler.TORCH_TIMEOUT_S + 60, progress=progress
+            )
         except WorkerDied as d:
             reason = "ncu_timeout" if d.reason == "timeout" else "candidate_failed"
             report = profiler.unavailable_report(task, chash, worker, hw, reason, d.detail, compiled)
             return report.model_copy(update={"wall_s": round(time.perf_counter() - start, 3)})
         if not reply.get("ok"):
-            report = profiler.unavailable_report(task, chash, worker, hw, "candidate_failed",
-                                                 str(reply.get("error"))[:1000], compiled)
+            report = profiler.unavailable_report(
+                task, chash, worker, hw, "candidate_failed", str(reply.get("error"))[:1000], compiled
+            )
         else:
             report = profiler.assemble(task, chash, worker, hw, reply["result"], candidate.source, compiled)
         return report.model_copy(update={"wall_s": round(time.perf_counter() - start, 3)})
@@ -350,8 +428,11 @@ class Toolchain:
         Only used to put the longest first."""
         kind = self._device_kind(device)
         eager = self.known_baseline_ms(task, "eager") if kind == "cuda" else None
-        known = kind != "cuda" or (candidate is not None and not self.needs_baselines(candidate)) or \
-            (eager is not None and self.known_baseline_ms(task, "torch_compile") is not None)
+        known = (
+            kind != "cuda"
+            or (candidate is not None and not self.needs_baselines(candidate))
+            or (eager is not None and self.known_baseline_ms(task, "torch_compile") is not None)
+        )
         return self.durations.expected_s(task, kind, baselines_known=known, eager_ms=eager)
 
     @staticmethod
@@ -361,10 +442,17 @@ class Toolchain:
         evaluation does not measure the task's baselines (torch.compile alone takes seconds)."""
         return bool(static.kernel_names(candidate.source))
 
-    def benchmark_many(self, jobs: list[tuple[TaskInfo, Candidate]], device: str = "auto", *,
-                       workers: int | None = None, on_done: Callable[[int, BenchReport], None] | None = None,
-                       on_error: Callable[[int, BaseException], None] | None = None, use_cache: bool = True,
-                       should_stop: Callable[[], bool] | None = None) -> list[BenchReport | None]:
+    def benchmark_many(
+        self,
+        jobs: list[tuple[TaskInfo, Candidate]],
+        device: str = "auto",
+        *,
+        workers: int | None = None,
+        on_done: Callable[[int, BenchReport], None] | None = None,
+        on_error: Callable[[int, BaseException], None] | None = None,
+        use_cache: bool = True,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> list[BenchReport | None]:
         """Evaluate several candidates over every GPU of the host (one warm worker each), all workers
         started at once. A worker takes a job only once it is ready, then the first job in the order given
         whose task's baselines no other worker is measuring: callers put the longest expected first
@@ -393,8 +481,10 @@ class Toolchain:
             task, cand = jobs[i]
             if kind != "cuda" or task.source_hash in measured or not self.needs_baselines(cand):
                 return None
-            if self.known_baseline_ms(task, "eager") is not None and \
-                    self.known_baseline_ms(task, "torch_compile") is not None:
+            if (
+                self.known_baseline_ms(task, "eager") is not None
+                and self.known_baseline_ms(task, "torch_compile") is not None
+            ):
                 measured.add(task.source_hash)
                 return None
             return task.source_hash
@@ -429,7 +519,7 @@ class Toolchain:
                 if on_done is not None:
                     on_done(i, results[i])
 
-        threads = [threading.Thread(target=drain, args=(n,), daemon=True) for n in names[:max(1, len(order))]]
+        threads = [threading.Thread(target=drain, args=(n,), daemon=True) for n in names[: max(1, len(order))]]
         for t in threads:
             t.start()
         for t in threads:
@@ -479,13 +569,16 @@ class Toolchain:
             found = shrink.shrink_shape(Path(task.path), limit, CPU_FLOP_LIMIT)
             hit = {"shape": found.shape, "moved_bytes": found.moved_bytes, "original_bytes": found.original_bytes}
             self.shrunk.put(key, hit)
-        note = (f"shape shrunk automatically for the Triton interpreter: {json.dumps(hit['shape'])} "
-                f"(one forward moves {hit['moved_bytes'] / 2**20:.1f} MiB instead of "
-                f"{hit['original_bytes'] / 2**20:.0f} MiB; limit {self.settings.cpu_shape_mb} MiB)")
+        note = (
+            f"shape shrunk automatically for the Triton interpreter: {json.dumps(hit['shape'])} "
+            f"(one forward moves {hit['moved_bytes'] / 2**20:.1f} MiB instead of "
+            f"{hit['original_bytes'] / 2**20:.0f} MiB; limit {self.settings.cpu_shape_mb} MiB)"
+        )
         return hit["shape"], note
 
-    def _evaluate(self, task: TaskInfo, cand: Candidate, worker: str, progress: Progress | None,
-                  use_cache: bool) -> BenchReport:
+    def _evaluate(
+        self, task: TaskInfo, cand: Candidate, worker: str, progress: Progress | None, use_cache: bool
+    ) -> BenchReport:
         start = time.perf_counter()
         kind = "cpu" if worker.startswith("cpu") else "cuda"
         lang = self._language(task, cand, kind)
@@ -493,53 +586,106 @@ class Toolchain:
         versions = self.pool.versions(worker)
         problem = static.precheck(cand.source)
         if problem is not None:  # answered here, before any worker: a file that cannot run is known at once
-            return BenchReport(task=task.name, task_signature=task.signature, solution_hash=cand.source_hash,
-                               language=lang, device=worker if kind == "cuda" else "cpu", hardware=hw,
-                               toolchain=versions, verdict="invalid", message=problem,
-                               timing_unavailable=f"not run: {problem}", wall_s=time.perf_counter() - start)
+            return BenchReport(
+                task=task.name,
+                task_signature=task.signature,
+                solution_hash=cand.source_hash,
+                language=lang,
+                device=worker if kind == "cuda" else "cpu",
+                hardware=hw,
+                toolchain=versions,
+                verdict="invalid",
+                message=problem,
+                timing_unavailable=f"not run: {problem}",
+                wall_s=time.perf_counter() - start,
+            )
         shape = self._shape_for(task, kind)
-        options = {"trials": TRIALS, "kind": kind, "timing": self.timing if kind == "cuda" else None,
-                   "extra_shapes": task.extra_shapes if kind == "cuda" else []}
+        options = {
+            "trials": TRIALS,
+            "kind": kind,
+            "timing": self.timing if kind == "cuda" else None,
+            "extra_shapes": task.extra_shapes if kind == "cuda" else [],
+        }
         key = make_key("bench", task.source_hash, shape, cand.source, versions, hw.key, options)
         if use_cache and (hit := self.results.get(key)):
             report = BenchReport(**hit)
             return report.model_copy(update={"cached": True, "wall_s": time.perf_counter() - start})
         trace = self._trace(task, shape)
-        baseline_keys = {b: make_key("baseline", b, task.source_hash, shape, task.dtype, hw.key,
-                                     {k: v for k, v in versions.items() if k != "toolchain"}) for b in BASELINES}
+        baseline_keys = {
+            b: make_key(
+                "baseline",
+                b,
+                task.source_hash,
+                shape,
+                task.dtype,
+                hw.key,
+                {k: v for k, v in versions.items() if k != "toolchain"},
+            )
+            for b in BASELINES
+        }
         cached_baselines = {b: self.baseline_cache.get(k) for b, k in baseline_keys.items()} if kind == "cuda" else {}
-        req = {"op": "evaluate", "task_path": task.path, "shape": shape, "source": cand.source,
-               "cache_ns": cand.source_hash,
-               "solution_path": cand.path, "language": lang, "trials": TRIALS,
-               "tolerance": task.tolerance.model_dump(), "extra_shapes": options["extra_shapes"],
-               "output_bytes": [trace.output_bytes], "timing": options["timing"],
-               "baselines": [b for b, v in cached_baselines.items() if v is None]
-               if self.needs_baselines(cand) else [],
-               "baseline_compile_s": self.settings.baseline_compile_s}
-        base = dict(task=task.name, task_signature=task.signature, solution_hash=cand.source_hash, language=lang,
-                    device=worker if kind == "cuda" else "cpu", hardware=hw, toolchain=versions)
+        req = {
+            "op": "evaluate",
+            "task_path": task.path,
+            "shape": shape,
+            "source": cand.source,
+            "cache_ns": cand.source_hash,
+            "solution_path": cand.path,
+            "language": lang,
+            "trials": TRIALS,
+            "tolerance": task.tolerance.model_dump(),
+            "extra_shapes": options["extra_shapes"],
+            "output_bytes": [trace.output_bytes],
+            "timing": options["timing"],
+            "baselines": [b for b, v in cached_baselines.items() if v is None] if self.needs_baselines(cand) else [],
+            "baseline_compile_s": self.settings.baseline_compile_s,
+        }
+        base = dict(
+            task=task.name,
+            task_signature=task.signature,
+            solution_hash=cand.source_hash,
+            language=lang,
+            device=worker if kind == "cuda" else "cpu",
+            hardware=hw,
+            toolchain=versions,
+        )
         try:
             reply = self.pool.get(worker).request(req, timeout=self.settings.eval_timeout_s, progress=progress)
         except WorkerDied as d:
             return self._died(base, d, start)
         if not reply.get("ok"):
-            return BenchReport(**base, verdict="runtime_error",
-                               message=f"the evaluation failed inside the worker: {reply.get('error')}",
-                               error=ErrorInfo(type="WorkerError", message=str(reply.get("error")),
-                                               traceback=str(reply.get("traceback", ""))[-4000:]),
-                               wall_s=time.perf_counter() - start)
+            return BenchReport(
+                **base,
+                verdict="runtime_error",
+                message=f"the evaluation failed inside the worker: {reply.get('error')}",
+                error=ErrorInfo(
+                    type="WorkerError",
+                    message=str(reply.get("error")),
+                    traceback=str(reply.get("traceback", ""))[-4000:],
+                ),
+                wall_s=time.perf_counter() - start,
+            )
         result = reply["result"]
         if reply.get("recycle"):  # what the worker found after the candidate and undid by starting afresh
-            result = {**result, "notes": [*(result.get("notes") or []),
-                                          *(f"after the candidate: {r}; the worker was restarted"
-                                            for r in reply["recycle"] if r != "requested by the evaluation")]}
+            result = {
+                **result,
+                "notes": [
+                    *(result.get("notes") or []),
+                    *(
+                        f"after the candidate: {r}; the worker was restarted"
+                        for r in reply["recycle"]
+                        if r != "requested by the evaluation"
+                    ),
+                ],
+            }
         baselines, baseline_host = self._baselines(result, cached_baselines, baseline_keys)
         report = self._assemble(base, task, trace, hw, result, baselines, kind, shape)
         wall = time.perf_counter() - start
         host = {**baseline_host, **(result.get("host_ms") or {})}
         phases = {k: round(v, 3) for k, v in (result.get("phases_s") or {}).items()}
-        report = report.model_copy(update={"wall_s": wall, "host_ms_per_call": host,
-                                           "phases_s": {**phases, "total": round(wall, 3)}})
+        report = report.model_copy(
+            update={"wall_s": wall, "host_ms_per_call": host, "phases_s": {**phases, "total": round(wall, 3)}}
+        )
         if report.verdict not in ("timeout", "crashed"):
             self.results.put(key, report.model_dump(mode="json"))
         self.durations.note(task, kind, wall, phases, report.verdict)
@@ -549,14 +695,22 @@ class Toolchain:
         if d.reason == "start_failed":  # the environment, not the candidate
             raise ToolchainUnavailable(d.detail, hint=d.log_tail[-500:] or None)
         verdict = "timeout" if d.reason == "timeout" else "crashed"
-        what = (f"timed out: {d.detail}" if verdict == "timeout" else
-                f"crashed: {d.detail} (a segfault, illegal memory access or abort in the candidate); "
-                "the worker was restarted")
-        return BenchReport(**base, verdict=verdict, message=what,
-                           error=ErrorInfo(type=f"Worker{d.reason.title().replace('_', '')}", message=d.detail,
-                                           traceback=d.log_tail[-4000:]),
-                           timing_unavailable=f"not timed: the candidate {verdict.replace('_', ' ')}",
-                           wall_s=time.perf_counter() - start)
+        what = (
+            f"timed out: {d.detail}"
+            if verdict == "timeout"
+            else f"crashed: {d.detail} (a segfault, illegal memory access or abort in the candidate); "
+            "the worker was restarted"
+        )
+        return BenchReport(
+            **base,
+            verdict=verdict,
+            message=what,
+            error=ErrorInfo(
+                type=f"Worker{d.reason.title().replace('_', '')}", message=d.detail, traceback=d.log_tail[-4000:]
+            ),
+            timing_unavailable=f"not timed: the candidate {verdict.replace('_', ' ')}",
+            wall_s=time.perf_counter() - start,
+        )
 
     def _baselines(self, result: dict, cached: dict, keys: dict) -> tuple[dict[str, TimingStats], dict[str, float]]:
         """Baseline device timings and host-inclusive ms per call: measured now (and cached) or from the cache."""
@@ -585,14 +739,24 @@ class Toolchain:
         (used to schedule the longest evaluations first)."""
         versions = {k: v for k, v in toolchain_versions().items() if k != "toolchain"}
         for hw in list(self._hw.values()):
-            hit = self.baseline_cache.get(make_key("baseline", name, task.source_hash, None, task.dtype, hw.key,
-                                                   versions))
+            hit = self.baseline_cache.get(
+                make_key("baseline", name, task.source_hash, None, task.dtype, hw.key, versions)
+            )
             if hit:
                 return float(hit["median_ms"])
         return None
 
-    def _assemble(self, base: dict, task: TaskInfo, trace: tasks.Trace, hw: Hardware, result: dict,
-                  baselines: dict[str, TimingStats], kind: str, shape: dict | None) -> BenchReport:
+    def _assemble(
+        self,
+        base: dict,
+        task: TaskInfo,
+        trace: tasks.Trace,
+        hw: Hardware,
+        result: dict,
+        baselines: dict[str, TimingStats],
+        kind: str,
+        shape: dict | None,
+    ) -> BenchReport:
         correctness = CorrectnessReport(**result["correctness"]) if result.get("correctness") else None
         timing = TimingStats(**result["timing"]) if result.get("timing") else None
         verdict, message = result["verdict"], result["message"]
@@ -603,29 +767,47 @@ class Toolchain:
         roof = None
         if timing is not None:
             roof = roofline.analyze(task.bytes_moved, task.flops, timing.median_ms, hw, task.dtype)
-            floor_bytes = min(task.bytes_moved, roofline.dram_bytes_floor(
-                trace.input_bytes + trace.param_bytes, trace.output_bytes, hw.l2_bytes))
+            floor_bytes = min(
+                task.bytes_moved,
+                roofline.dram_bytes_floor(trace.input_bytes + trace.param_bytes, trace.output_bytes, hw.l2_bytes),
+            )
             floor = roofline.floor_ms(floor_bytes, task.flops, hw.peak_gbps, roofline.peak_rate(hw, task.dtype))
             check = self._physics(timing.median_ms, floor)
             if correctness is not None:
-                correctness = correctness.model_copy(update={
-                    "checks": [c for c in correctness.checks if c.name != "physically_possible"] + [check],
-                    "passed": correctness.passed and check.passed})
+                correctness = correctness.model_copy(
+                    update={
+                        "checks": [c for c in correctness.checks if c.name != "physically_possible"] + [check],
+                        "passed": correctness.passed and check.passed,
+                    }
+                )
             if not check.passed:
                 verdict, message = "rejected", f"rejected by physically_possible: {check.detail}"
             elif roof.pct_sol is not None and roof.pct_sol > 100:
                 notes.append(over_the_roof(roof.pct_sol, hw))
         error = ErrorInfo(**result["error"]) if result.get("error") else None
-        report = BenchReport(**base, verdict=verdict, message=message, correctness=correctness, timing=timing,
-                             baselines=baselines, roofline=roof, custom_kernels=result.get("custom_kernels") or [],
-                             error=error, notes=notes, precision=result.get("precision"))
+        report = BenchReport(
+            **base,
+            verdict=verdict,
+            message=message,
+            correctness=correctness,
+            timing=timing,
+            baselines=baselines,
+            roofline=roof,
+            custom_kernels=result.get("custom_kernels") or [],
+            error=error,
+            notes=notes,
+            precision=result.get("precision"),
+        )
         if timing is not None and timing.median_ms > 0:  # 0: below what an event pair resolves (no speedup)
             eager, comp = baselines.get("eager"), baselines.get("torch_compile")
             tuned = baselines.get("torch_compile_max_autotune")
-            report = report.model_copy(update={
-                "speedup_vs_eager": eager.median_ms / timing.median_ms if eager else None,
-                "speedup_vs_compile": comp.median_ms / timing.median_ms if comp else None,
-                "speedup_vs_max_autotune": tuned.median_ms / timing.median_ms if tuned else None})
+            report = report.model_copy(
+                update={
+                    "speedup_vs_eager": eager.median_ms / timing.median_ms if eager else None,
+                    "speedup_vs_compile": comp.median_ms / timing.median_ms if comp else None,
+                    "speedup_vs_max_autotune": tuned.median_ms / timing.median_ms if tuned else None,
+                }
+            )
         if verdict == "correct":
             report = report.model_copy(update={"message": self._summary(report, kind, shape)})
         if timing is None:
@@ -637,18 +819,26 @@ class Toolchain:
         if floor is None:
             return Check(name="physically_possible", passed=True, skipped=True, detail="no measured peaks")
         if roofline.impossible(median_ms, floor):
-            return Check(name="physically_possible", passed=False,
-                         detail=f"median {median_ms * 1e3:.2f} µs is below {roofline.IMPOSSIBLE_FRACTION:.0%} of the "
-                                f"physical floor {floor * 1e3:.2f} µs (bytes / measured bandwidth, FLOPs / measured "
-                                "rate): work escaped the timed region or was skipped")
-        return Check(name="physically_possible", passed=True,
-                     detail=f"median {median_ms * 1e3:.2f} µs >= floor {floor * 1e3:.2f} µs")
+            return Check(
+                name="physically_possible",
+                passed=False,
+                detail=f"median {median_ms * 1e3:.2f} µs is below {roofline.IMPOSSIBLE_FRACTION:.0%} of the "
+                f"physical floor {floor * 1e3:.2f} µs (bytes / measured bandwidth, FLOPs / measured "
+                "rate): work escaped the timed region or was skipped",
+            )
+        return Check(
+            name="physically_possible",
+            passed=True,
+            detail=f"median {median_ms * 1e3:.2f} µs >= floor {floor * 1e3:.2f} µs",
+        )
 
     @staticmethod
     def _why_untimed(verdict: str, kind: str) -> str:
         if kind == "cpu":
-            return ("timing needs a CUDA GPU: on the CPU the Triton interpreter only checks correctness, "
-                    "and its speed says nothing about GPU speed")
+            return (
+                "timing needs a CUDA GPU: on the CPU the Triton interpreter only checks correctness, "
+                "and its speed says nothing about GPU speed"
+            )
         return f"not timed: verdict is {verdict}"
 
     @staticmethod
@@ -659,8 +849,10 @@ class Toolchain:
             where = f" at the small shape {json.dumps(shape)}" if shape else ""
             return f"{trials}{where} under the Triton interpreter (CPU); not timed: timing needs a GPU"
         t = r.timing
-        parts = [f"{trials}; median {t.median_ms * 1e3:.2f} µs (IQR {t.q1_ms * 1e3:.2f}-{t.q3_ms * 1e3:.2f} µs, "
-                 f"n={t.n}, CUDA events, L2 flushed)"]
+        parts = [
+            f"{trials}; median {t.median_ms * 1e3:.2f} µs (IQR {t.q1_ms * 1e3:.2f}-{t.q3_ms * 1e3:.2f} µs, "
+            f"n={t.n}, CUDA events, L2 flushed)"
+        ]
         if r.speedup_vs_eager:
             parts.append(f"{r.speedup_vs_eager:.2f}x vs eager")
         if r.speedup_vs_compile:
@@ -673,9 +865,11 @@ class Toolchain:
 def over_the_roof(pct_sol: float, hw: Hardware) -> str:
     """Why an honest kernel reads above 100% of speed of light: the roofs are measured, not stated."""
     sheet = f"; the datasheet states {hw.datasheet_gbps:.0f} GB/s" if hw.datasheet_gbps else ""
-    return (f"{pct_sol:.0f}% of speed of light: above the measured roof ({hw.peak_gbps or 0:.0f} GB/s, the best "
-            f"of the streaming probes{sheet}, and the measured matmul rates); the kernel moved memory faster than "
-            "every probe, or fewer bytes than the task's count (data reused from L2)")
+    return (
+        f"{pct_sol:.0f}% of speed of light: above the measured roof ({hw.peak_gbps or 0:.0f} GB/s, the best "
+        f"of the streaming probes{sheet}, and the measured matmul rates); the kernel moved memory faster than "
+        "every probe, or fewer bytes than the task's count (data reused from L2)"
+    )
 
 
 def _ok(reply: dict) -> dict:

@@ -26,15 +26,87 @@ from typing import Any
 
 # aten ops that allocate, view, copy or describe: not "computing the task".
 _PLUMBING = {
-    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros", "zeros_like", "new_zeros",
-    "ones", "ones_like", "new_ones", "full", "full_like", "new_full", "fill", "fill_", "zero", "zero_", "detach",
-    "alias", "view", "_unsafe_view", "reshape", "as_strided", "as_strided_", "t", "transpose", "permute", "expand",
-    "unsqueeze", "squeeze", "select", "slice", "split", "split_with_sizes", "chunk", "narrow", "unbind", "clone",
-    "contiguous", "copy", "copy_", "_to_copy", "to", "lift_fresh", "set", "set_", "resize", "resize_",
-    "_local_scalar_dense", "item", "is_same_size", "sym_size", "sym_stride", "sym_numel", "sym_storage_offset",
-    "arange", "scalar_tensor", "_reshape_alias", "view_as_real", "view_as_complex", "flatten", "unflatten",
-    "movedim", "expand_as", "view_as", "record_stream", "randn", "rand", "randint", "normal", "normal_",
-    "uniform_", "random_", "bernoulli_", "cat", "stack", "pad", "constant_pad_nd", "index_select", "gather",
+    "empty",
+    "empty_like",
+    "empty_strided",
+    "new_empty",
+    "new_empty_strided",
+    "zeros",
+    "zeros_like",
+    "new_zeros",
+    "ones",
+    "ones_like",
+    "new_ones",
+    "full",
+    "full_like",
+    "new_full",
+    "fill",
+    "fill_",
+    "zero",
+    "zero_",
+    "detach",
+    "alias",
+    "view",
+    "_unsafe_view",
+    "reshape",
+    "as_strided",
+    "as_strided_",
+    "t",
+    "transpose",
+    "permute",
+    "expand",
+    "unsqueeze",
+    "squeeze",
+    "select",
+    "slice",
+    "split",
+    "split_with_sizes",
+    "chunk",
+    "narrow",
+    "unbind",
+    "clone",
+    "contiguous",
+    "copy",
+    "copy_",
+    "_to_copy",
+    "to",
+    "lift_fresh",
+    "set",
+    "set_",
+    "resize",
+    "resize_",
+    "_local_scalar_dense",
+    "item",
+    "is_same_size",
+    "sym_size",
+    "sym_stride",
+    "sym_numel",
+    "sym_storage_offset",
+    "arange",
+    "scalar_tensor",
+    "_reshape_alias",
+    "view_as_real",
+    "view_as_complex",
+    "flatten",
+    "unflatten",
+    "movedim",
+    "expand_as",
+    "view_as",
+    "record_stream",
+    "randn",
+    "rand",
+    "randint",
+    "normal",
+    "normal_",
+    "uniform_",
+    "random_",
+    "bernoulli_",
+    "cat",
+    "stack",
+    "pad",
+    "constant_pad_nd",
+    "index_select",
+    "gather",
 }
 
 
@@ -259,8 +331,13 @@ def mro_reference(cls: type, reference: type) -> str | None:
             return f"ModelNew subclasses a class named Model from {base.__module__}"
         fwd = base.__dict__.get("forward")
         code = getattr(fwd, "__code__", None)
-        if code is not None and ref_code is not None and code.co_code == ref_code.co_code \
-                and code.co_consts == ref_code.co_consts and base.__module__ != "torch.nn.modules.module":
+        if (
+            code is not None
+            and ref_code is not None
+            and code.co_code == ref_code.co_code
+            and code.co_consts == ref_code.co_consts
+            and base.__module__ != "torch.nn.modules.module"
+        ):
             return f"ModelNew inherits {base.__name__}.forward, identical to the reference's"
     return None
 

@@ -28,8 +28,12 @@ def _v2_own() -> Path | None:
         for line in Path("/proc/self/cgroup").read_text().splitlines():
             if line.startswith("0::"):
                 own = V2 / line[3:].lstrip("/")
-                return own if (own / "cgroup.controllers").is_file() and \
-                    "pids" in (own / "cgroup.controllers").read_text().split() else None
+                return (
+                    own
+                    if (own / "cgroup.controllers").is_file()
+                    and "pids" in (own / "cgroup.controllers").read_text().split()
+                    else None
+                )
     except OSError:
         return None
     return None

@@ -42,8 +42,10 @@ METRICS: dict[str, tuple[str, ...]] = {
     "dram_pct": ("dram__throughput.avg.pct_of_peak_sustained_elapsed",),
     "l2_pct": ("lts__throughput.avg.pct_of_peak_sustained_elapsed",),
     "sm_pct": ("sm__throughput.avg.pct_of_peak_sustained_elapsed",),
-    "tensor_pct": ("sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",
-                   "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active"),
+    "tensor_pct": (
+        "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",
+        "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
+    ),
     "achieved_occupancy_pct": ("sm__warps_active.avg.pct_of_peak_sustained_active",),
     "theoretical_occupancy_pct": ("sm__maximum_warps_per_active_cycle_pct",),
     "limit_registers": ("launch__occupancy_limit_registers",),
@@ -68,19 +70,64 @@ METRICS: dict[str, tuple[str, ...]] = {
     "smem_conflicts": ("l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum",),
     "smem_wavefronts": ("l1tex__data_pipe_lsu_wavefronts_mem_shared.sum",),
 }
-STALL_REASONS = ("barrier", "branch_resolving", "dispatch_stall", "drain", "imc_miss", "lg_throttle",
-                 "long_scoreboard", "math_pipe_throttle", "membar", "mio_throttle", "misc", "no_instruction",
-                 "not_selected", "short_scoreboard", "sleeping", "tex_throttle", "wait")
+STALL_REASONS = (
+    "barrier",
+    "branch_resolving",
+    "dispatch_stall",
+    "drain",
+    "imc_miss",
+    "lg_throttle",
+    "long_scoreboard",
+    "math_pipe_throttle",
+    "membar",
+    "mio_throttle",
+    "misc",
+    "no_instruction",
+    "not_selected",
+    "short_scoreboard",
+    "sleeping",
+    "tex_throttle",
+    "wait",
+)
 STALL_METRIC = "smsp__average_warps_issue_stalled_{}_per_issue_active.ratio"
 TOP_STALLS = 4
 MAX_KERNELS = 32  # launches profiled per candidate at most: bounds ncu's time on a many-kernel forward
 
-_TIME_US = {"nsecond": 1e-3, "ns": 1e-3, "usecond": 1.0, "us": 1.0, "µs": 1.0, "msecond": 1e3, "ms": 1e3,
-            "second": 1e6, "s": 1e6}
+_TIME_US = {
+    "nsecond": 1e-3,
+    "ns": 1e-3,
+    "usecond": 1.0,
+    "us": 1.0,
+    "µs": 1.0,
+    "msecond": 1e3,
+    "ms": 1e3,
+    "second": 1e6,
+    "s": 1e6,
+}
 _BYTES = {"byte": 1, "kbyte": 1e3, "mbyte": 1e6, "gbyte": 1e9, "kibyte": 1024, "mibyte": 2**20, "gibyte": 2**30}
-_IDENTITY = {"ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Context", "Stream", "Block Size",
-             "Grid Size", "Device", "CC", "Kernel Time", "Section Name", "Metric Name", "Metric Unit", "Metric Value",
-             "Rule Name", "Rule Type", "Rule Description", "Estimated Speedup Type", "Estimated Speedup"}
+_IDENTITY = {
+    "ID",
+    "Process ID",
+    "Process Name",
+    "Host Name",
+    "Kernel Name",
+    "Context",
+    "Stream",
+    "Block Size",
+    "Grid Size",
+    "Device",
+    "CC",
+    "Kernel Time",
+    "Section Name",
+    "Metric Name",
+    "Metric Unit",
+    "Metric Value",
+    "Rule Name",
+    "Rule Type",
+    "Rule Description",
+    "Estimated Speedup Type",
+    "Estimated Speedup",
+}
 _PASSES = re.compile(r'==PROF== Profiling "([^"]+)".*?(\d+) pass')
 _NOT_PERMITTED = ("ERR_NVGPUCTRPERM", "permission to access NVIDIA GPU Performance Counters")
 
@@ -91,12 +138,27 @@ def metric_names() -> list[str]:
     return names + [STALL_METRIC.format(r) for r in STALL_REASONS]
 
 
-def command(ncu: str, argv: list[str], kernels: set[str] | None = None,
-            metrics: list[str] | None = None) -> list[str]:
+def command(ncu: str, argv: list[str], kernels: set[str] | None = None, metrics: list[str] | None = None) -> list[str]:
     """The ncu command line profiling ``argv`` (the runner): own kernels only, fixed metrics, CSV."""
-    cmd = [ncu, "--csv", "--page", "raw", "--print-units", "base", "--clock-control", "none",
-           "--replay-mode", "kernel", "--nvtx", "--nvtx-include", f"{NVTX_RANGE}/",
-           "--launch-count", str(MAX_KERNELS), "--metrics", ",".join(metrics or metric_names())]
+    cmd = [
+        ncu,
+        "--csv",
+        "--page",
+        "raw",
+        "--print-units",
+        "base",
+        "--clock-control",
+        "none",
+        "--replay-mode",
+        "kernel",
+        "--nvtx",
+        "--nvtx-include",
+        f"{NVTX_RANGE}/",
+        "--launch-count",
+        str(MAX_KERNELS),
+        "--metrics",
+        ",".join(metrics or metric_names()),
+    ]
     if kernels:
         cmd += ["-k", "regex:" + "|".join(re.escape(k) for k in sorted(kernels))]
     return cmd + list(argv)
@@ -151,9 +213,18 @@ def parse_csv(text: str) -> list[dict]:
         if len(row) < len(header):
             continue
         rec = dict(zip(header, row))
-        out.append({"name": rec.get("Kernel Name", ""), "block": rec.get("Block Size"), "grid": rec.get("Grid Size"),
-                    "values": {h: (_number(v), units[i] if i < len(units) else "")
-                               for i, (h, v) in enumerate(zip(header, row)) if h not in _IDENTITY}})
+        out.append(
+            {
+                "name": rec.get("Kernel Name", ""),
+                "block": rec.get("Block Size"),
+                "grid": rec.get("Grid Size"),
+                "values": {
+                    h: (_number(v), units[i] if i < len(units) else "")
+                    for i, (h, v) in enumerate(zip(header, row))
+                    if h not in _IDENTITY
+                },
+            }
+        )
     return out
 
 
@@ -163,8 +234,15 @@ def _long_form(header: list[str], body: list[list[str]]) -> list[dict]:
         if len(row) < len(header):
             continue
         rec = dict(zip(header, row))
-        k = by_id.setdefault(rec["ID"], {"name": rec.get("Kernel Name", ""), "block": rec.get("Block Size"),
-                                         "grid": rec.get("Grid Size"), "values": {}})
+        k = by_id.setdefault(
+            rec["ID"],
+            {
+                "name": rec.get("Kernel Name", ""),
+                "block": rec.get("Block Size"),
+                "grid": rec.get("Grid Size"),
+                "values": {},
+            },
+        )
         k["values"][rec["Metric Name"]] = (_number(rec.get("Metric Value")), rec.get("Metric Unit", ""))
     return list(by_id.values())
 
@@ -209,20 +287,30 @@ def kernel_profile(parsed: dict) -> KernelProfile:
         dur_us = dur * _TIME_US.get(unit.lower(), 1e-3)  # base unit of time is nanoseconds
     local = [get("local_ld_sectors"), get("local_st_sectors")]
     rec = KernelProfile(
-        name=parsed["name"], grid=parsed.get("grid"), block=parsed.get("block"), duration_us=_r(dur_us, 3),
-        dram_pct=_r(get("dram_pct")), l2_pct=_r(get("l2_pct")), sm_pct=_r(get("sm_pct")),
-        tensor_pct=_r(get("tensor_pct")), achieved_occupancy_pct=_r(get("achieved_occupancy_pct")),
+        name=parsed["name"],
+        grid=parsed.get("grid"),
+        block=parsed.get("block"),
+        duration_us=_r(dur_us, 3),
+        dram_pct=_r(get("dram_pct")),
+        l2_pct=_r(get("l2_pct")),
+        sm_pct=_r(get("sm_pct")),
+        tensor_pct=_r(get("tensor_pct")),
+        achieved_occupancy_pct=_r(get("achieved_occupancy_pct")),
         theoretical_occupancy_pct=_r(get("theoretical_occupancy_pct")),
-        occupancy_limiter=_limiter({k: get(f"limit_{k}") for k in ("registers", "shared_memory", "block_size",
-                                                                    "blocks")}),
+        occupancy_limiter=_limiter(
+            {k: get(f"limit_{k}") for k in ("registers", "shared_memory", "block_size", "blocks")}
+        ),
         registers=_int(get("registers")),
         local_bytes=None if all(v is None for v in local) else sum(v or 0.0 for v in local) * 32,
-        l1_hit_pct=_r(get("l1_hit_pct")), l2_hit_pct=_r(get("l2_hit_pct")),
+        l1_hit_pct=_r(get("l1_hit_pct")),
+        l2_hit_pct=_r(get("l2_hit_pct")),
         ld_sectors_per_request=_ratio(get("ld_sectors"), get("ld_requests")),
         st_sectors_per_request=_ratio(get("st_sectors"), get("st_requests")),
-        ld_efficiency_pct=_r(get("ld_efficiency_pct")), st_efficiency_pct=_r(get("st_efficiency_pct")),
+        ld_efficiency_pct=_r(get("ld_efficiency_pct")),
+        st_efficiency_pct=_r(get("st_efficiency_pct")),
         smem_conflict_pct=_pct(get("smem_conflicts"), get("smem_wavefronts")),
-        waves=_r(get("waves"), 3), stalls=_stalls(vals),
+        waves=_r(get("waves"), 3),
+        stalls=_stalls(vals),
     )
     idle = tail_idle_pct(rec.waves, get("grid_size"), get("sm_count"))
     rec = rec.model_copy(update={"tail_idle_pct": _r(idle)})
@@ -239,16 +327,21 @@ def uncounted_efficiency(rec: KernelProfile) -> KernelProfile:
     Triton's tl.dot operands arrive by cp.async or TMA), or one sector per request (a warp storing one
     value uses 4 of 32 bytes, as coalesced as it can be)."""
     update, missing = {}, dict(rec.missing)
-    for kind, spr, eff in (("ld", rec.ld_sectors_per_request, rec.ld_efficiency_pct),
-                           ("st", rec.st_sectors_per_request, rec.st_efficiency_pct)):
+    for kind, spr, eff in (
+        ("ld", rec.ld_sectors_per_request, rec.ld_efficiency_pct),
+        ("st", rec.st_sectors_per_request, rec.st_efficiency_pct),
+    ):
         if eff is None or not spr:
             continue
         if eff == 0:
-            missing[f"{kind}_efficiency_pct"] = ("0% with sectors fetched: no plain LDG/STG counted (cp.async or "
-                                                 "TMA copies); says nothing about coalescing")
+            missing[f"{kind}_efficiency_pct"] = (
+                "0% with sectors fetched: no plain LDG/STG counted (cp.async or "
+                "TMA copies); says nothing about coalescing"
+            )
         elif spr <= 1.0:
-            missing[f"{kind}_efficiency_pct"] = (f"{eff:g}% at one sector per request: a warp accesses one value; "
-                                                 "says nothing about coalescing")
+            missing[f"{kind}_efficiency_pct"] = (
+                f"{eff:g}% at one sector per request: a warp accesses one value; says nothing about coalescing"
+            )
         else:
             continue
         update[f"{kind}_efficiency_pct"] = None
@@ -291,8 +384,11 @@ def _limiter(limits: dict[str, float | None]) -> str | None:
 
 
 def _stalls(vals: dict) -> list[StallShare]:
-    got = {r: vals[STALL_METRIC.format(r)][0] for r in STALL_REASONS
-           if STALL_METRIC.format(r) in vals and vals[STALL_METRIC.format(r)][0] is not None}
+    got = {
+        r: vals[STALL_METRIC.format(r)][0]
+        for r in STALL_REASONS
+        if STALL_METRIC.format(r) in vals and vals[STALL_METRIC.format(r)][0] is not None
+    }
     # Issuing ("selected") is not a stall.
     total = sum(v for r, v in got.items() if r != "selected")
     if total <= 0:

@@ -32,8 +32,14 @@ from skillbase.toolchain import opcost
 
 MAX_REAL_INPUT_BYTES = 1 << 30  # inputs the shrunk CPU fallback may allocate
 _BATCH_NAME = re.compile(r"^(batch|batch_size|bs|b|n_batch|num_batches|batchsize)$", re.I)
-_DTYPE_NAMES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "float8_e4m3fn": "fp8",
-                "float8_e5m2": "fp8", "int8": "int8"}
+_DTYPE_NAMES = {
+    "float32": "fp32",
+    "float16": "fp16",
+    "bfloat16": "bf16",
+    "float8_e4m3fn": "fp8",
+    "float8_e5m2": "fp8",
+    "int8": "int8",
+}
 
 
 class TraceFailed(Exception):
@@ -144,8 +150,9 @@ class _Builder:
     def value(self, t, source: str, producer: int | None = None) -> int:
         vid = self.next_id
         self.next_id += 1
-        self.values[vid] = Value(vid, tuple(int(d) for d in t.shape), dtype_name(t.dtype), footprint(t), source,
-                                 producer)
+        self.values[vid] = Value(
+            vid, tuple(int(d) for d in t.shape), dtype_name(t.dtype), footprint(t), source, producer
+        )
         self.ids[id(t)] = vid
         self.keep.append(t)
         return vid
@@ -198,10 +205,17 @@ class _Builder:
                 self.values[self.ids[t]].root = old.id if old.source != "op" else old.root
         for vid in reads:
             self.values[vid].consumers.append(index)
-        op = Op(index=index, name=name, base=base, kind="view" if is_view else "other", reads=reads, writes=writes,
-                in_shapes=[list(map(int, t.shape)) for t in flat_in],
-                out_shapes=[list(map(int, o.shape)) for o in flat_out],
-                dtype=dtype_name(flat_out[0].dtype if flat_out else (read_tensors[0].dtype if read_tensors else "")))
+        op = Op(
+            index=index,
+            name=name,
+            base=base,
+            kind="view" if is_view else "other",
+            reads=reads,
+            writes=writes,
+            in_shapes=[list(map(int, t.shape)) for t in flat_in],
+            out_shapes=[list(map(int, o.shape)) for o in flat_out],
+            dtype=dtype_name(flat_out[0].dtype if flat_out else (read_tensors[0].dtype if read_tensors else "")),
+        )
         if is_view:
             op.kernels = 0
         else:
@@ -235,7 +249,7 @@ def _mutated_args(func, args, kwargs) -> set[int]:
         if a.alias_info is None or not a.alias_info.is_write:
             continue
         v = args[i] if i < len(args) else kwargs.get(a.name)
-        for t in (v if isinstance(v, (list, tuple)) else [v]):
+        for t in v if isinstance(v, (list, tuple)) else [v]:
             if isinstance(t, torch.Tensor):
                 out.add(id(t))
     return out
@@ -461,15 +475,19 @@ def _graph(builder: _Builder, out, ins: list, params: list, traced: str) -> OpGr
     if dtype not in ("fp32", "fp16", "bf16", "fp8", "int8") or len({t.dtype for t in floats}) > 1:
         dtype = "mixed"
     return OpGraph(
-        ops=builder.ops, values=builder.values,
+        ops=builder.ops,
+        values=builder.values,
         inputs=[builder.ids[id(t)] for t in ins if id(t) in builder.ids],
         params=[builder.ids[id(t)] for t in params if id(t) in builder.ids],
-        outputs=[builder.lookup(o) for o in outs], traced=traced,
-        input_shapes=[list(map(int, t.shape)) for t in ins], output_shapes=[list(map(int, t.shape)) for t in outs],
+        outputs=[builder.lookup(o) for o in outs],
+        traced=traced,
+        input_shapes=[list(map(int, t.shape)) for t in ins],
+        output_shapes=[list(map(int, t.shape)) for t in outs],
         output_dtypes=[str(t.dtype).removeprefix("torch.") for t in outs],
         input_bytes=sum(int(t.numel()) * t.element_size() for t in ins),
         output_bytes=sum(int(t.numel()) * t.element_size() for t in outs),
-        param_bytes=sum(int(t.numel()) * t.element_size() for t in params), dtype=dtype,
+        param_bytes=sum(int(t.numel()) * t.element_size() for t in params),
+        dtype=dtype,
     )
 
 
@@ -491,8 +509,9 @@ def trace(tm, reload: Callable[[dict], Any] | None = None, *, fallbacks: bool = 
     if init_failed:
         try:
             g = _graph(*_run(tm, init_device="cpu", run_device="meta"), traced="meta_after_cpu_init")
-            g.notes.append("built on the CPU (its __init__ needs real numbers), traced on the meta device; "
-                           + reasons[0])
+            g.notes.append(
+                "built on the CPU (its __init__ needs real numbers), traced on the meta device; " + reasons[0]
+            )
             return g
         except TraceFailed:
             raise
@@ -528,15 +547,20 @@ def _trace_shrunk(tm, reload: Callable[[dict], Any], reasons: list[str]) -> OpGr
     import torch
 
     g = vars(tm.module)
-    batch = {k: v for k, v in g.items() if _BATCH_NAME.match(k) and isinstance(v, int) and not isinstance(v, bool)
-             and v > 1}
+    batch = {
+        k: v for k, v in g.items() if _BATCH_NAME.match(k) and isinstance(v, int) and not isinstance(v, bool) and v > 1
+    }
     shape = {**tm.shape, **{k: 1 for k in batch}}
     small = reload(shape)
     with torch.device("meta"):
         need = sum(footprint(t) for t in _flat_tensors(list(small.get_inputs())))
     if need > MAX_REAL_INPUT_BYTES:
-        raise TraceFailed([f"its inputs at the shrunk shape {shape} take {need / 2**20:.0f} MiB, over the "
-                           f"{MAX_REAL_INPUT_BYTES / 2**20:.0f} MiB a CPU trace may allocate"])
+        raise TraceFailed(
+            [
+                f"its inputs at the shrunk shape {shape} take {need / 2**20:.0f} MiB, over the "
+                f"{MAX_REAL_INPUT_BYTES / 2**20:.0f} MiB a CPU trace may allocate"
+            ]
+        )
     builder, out, ins, params = _run(small, init_device="cpu", run_device="cpu")
     graph = _graph(builder, out, ins, params, traced="cpu_shrunk")
     ratio = max(batch.values()) if batch else 1
@@ -555,6 +579,10 @@ def _trace_shrunk(tm, reload: Callable[[dict], Any], reasons: list[str]) -> OpGr
         graph.input_bytes *= ratio
         graph.output_bytes *= ratio
     where = ", ".join(f"{k}=1" for k in batch) or "its own shape"
-    graph.notes.append(f"traced on CPU tensors at {where}" + (f"; FLOPs and activation bytes scaled x{ratio}"
-                       if ratio > 1 else "") + "; " + "; ".join(reasons))
+    graph.notes.append(
+        f"traced on CPU tensors at {where}"
+        + (f"; FLOPs and activation bytes scaled x{ratio}" if ratio > 1 else "")
+        + "; "
+        + "; ".join(reasons)
+    )
     return graph

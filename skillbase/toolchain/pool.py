@@ -33,12 +33,17 @@ from skillbase.toolchain.cache import toolchain_versions
 from skillbase.toolchain.verify import CPU_MALLOC_PERTURB
 
 STARTUP_TIMEOUT_S = 180.0
-_KEEP = re.compile(r"^(PATH|HOME|USER|LOGNAME|LANG|LANGUAGE|LC_\w+|TZ|TMPDIR|TERM|SHELL|PYTHONPATH|PYTHONHASHSEED|"
-                   r"VIRTUAL_ENV|LD_LIBRARY_PATH|LIBRARY_PATH|CPATH|CC|CXX|CUDA_\w+|NVIDIA_\w+|NVCC_\w+|"
-                   r"TRITON_\w+|TORCHINDUCTOR_\w+|TORCH_\w+|PYTORCH_\w+|OMP_NUM_THREADS|MKL_\w+|"
-                   r"XDG_CACHE_HOME|HF_HUB_OFFLINE|TRANSFORMERS_OFFLINE|MAX_JOBS)$")
-_SECRET = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE|ANTHROPIC|OPENAI|AWS_|"
-                     r"GITHUB|HF_TOKEN|AZURE|GOOGLE", re.IGNORECASE)
+_KEEP = re.compile(
+    r"^(PATH|HOME|USER|LOGNAME|LANG|LANGUAGE|LC_\w+|TZ|TMPDIR|TERM|SHELL|PYTHONPATH|PYTHONHASHSEED|"
+    r"VIRTUAL_ENV|LD_LIBRARY_PATH|LIBRARY_PATH|CPATH|CC|CXX|CUDA_\w+|NVIDIA_\w+|NVCC_\w+|"
+    r"TRITON_\w+|TORCHINDUCTOR_\w+|TORCH_\w+|PYTORCH_\w+|OMP_NUM_THREADS|MKL_\w+|"
+    r"XDG_CACHE_HOME|HF_HUB_OFFLINE|TRANSFORMERS_OFFLINE|MAX_JOBS)$"
+)
+_SECRET = re.compile(
+    r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE|ANTHROPIC|OPENAI|AWS_|"
+    r"GITHUB|HF_TOKEN|AZURE|GOOGLE",
+    re.IGNORECASE,
+)
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -55,26 +60,29 @@ def scrub_env(env: dict[str, str]) -> dict[str, str]:
     return {k: v for k, v in env.items() if _KEEP.match(k) and not _SECRET.search(k)}
 
 
-def worker_env(settings: Settings, kind: str, gpu: int | None, base: dict[str, str] | None = None,
-               home: Path | None = None) -> dict[str, str]:
+def worker_env(
+    settings: Settings, kind: str, gpu: int | None, base: dict[str, str] | None = None, home: Path | None = None
+) -> dict[str, str]:
     """The environment of a worker of ``kind``: scrubbed, plus its own folders and the device pin.
 
     ``home`` is the worker's own folder: HOME and the compile caches' writable layer live there until
     each evaluation points the caches at its own layer (``layered_cache``)."""
     env = scrub_env(dict(os.environ if base is None else base))
     own = home if home is not None else settings.cache_dir / "worker"
-    env.update({
-        "PYTHONPATH": os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p),
-        "PYTHONUNBUFFERED": "1",
-        "HOME": str(own),
-        "TMPDIR": "/tmp",
-        "TRITON_CACHE_DIR": str(own / "triton" / "_worker"),
-        "TORCHINDUCTOR_CACHE_DIR": str(own / "inductor" / "_worker"),
-        "TORCH_EXTENSIONS_DIR": str(own / "torch_extensions" / "_worker"),
-        "TRITON_DEFAULT_FP_FUSION": env.get("TRITON_DEFAULT_FP_FUSION", "1"),
-        # CUDA C++ extension builds (ninja) use every core this process may run on.
-        "MAX_JOBS": env.get("MAX_JOBS") or str(usable_cores()),
-    })
+    env.update(
+        {
+            "PYTHONPATH": os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p),
+            "PYTHONUNBUFFERED": "1",
+            "HOME": str(own),
+            "TMPDIR": "/tmp",
+            "TRITON_CACHE_DIR": str(own / "triton" / "_worker"),
+            "TORCHINDUCTOR_CACHE_DIR": str(own / "inductor" / "_worker"),
+            "TORCH_EXTENSIONS_DIR": str(own / "torch_extensions" / "_worker"),
+            "TRITON_DEFAULT_FP_FUSION": env.get("TRITON_DEFAULT_FP_FUSION", "1"),
+            # CUDA C++ extension builds (ninja) use every core this process may run on.
+            "MAX_JOBS": env.get("MAX_JOBS") or str(usable_cores()),
+        }
+    )
     env.pop("TRITON_INTERPRET", None)
     if kind == "cpu":
         env["TRITON_INTERPRET"] = "1"
@@ -140,10 +148,12 @@ class Worker:
         """Spawn the worker (in its jail) and wait until it has imported torch and is ready."""
         self.kill()
         if not self.jail.confined and self.settings.require_sandbox:
-            raise WorkerDied("start_failed", f"this server runs clients' code only in a sandbox, and none can be "
-                                             f"built here: {self.jail.reason}",
-                             "install bubblewrap (Debian: apt-get install bubblewrap), or start the server with "
-                             "--trust-clients if every client may run code as this server's user")
+            raise WorkerDied(
+                "start_failed",
+                f"this server runs clients' code only in a sandbox, and none can be built here: {self.jail.reason}",
+                "install bubblewrap (Debian: apt-get install bubblewrap), or start the server with "
+                "--trust-clients if every client may run code as this server's user",
+            )
         self.base = Path(tempfile.mkdtemp(prefix=f"skillbase-{self.name.replace(':', '')}-"))
         self.workdir = self.base / "jail"  # the only folder the jailed worker may write; the log stays outside
         self.workdir.mkdir()
@@ -159,19 +169,38 @@ class Worker:
                 filter_fd, w = os.pipe()
                 os.write(w, bpf)  # a few hundred bytes: fits the pipe's buffer
                 os.close(w)
-        cmd = sandbox.argv(self.jail, [sys.executable, "-m", "skillbase.toolchain.worker", "--kind", self.kind,
-                                       "--requests", str(req_r), "--replies", str(rep_w)],
-                           workdir=self.workdir, readonly=[self.settings.cache_dir / k for k in ("triton",
-                                                                                               "torch_extensions")],
-                           gpu=self.kind == "cuda",
-                           pythonpath=env["PYTHONPATH"].split(os.pathsep),
-                           tmp_bytes=self.settings.worker_tmp_mb << 20, seccomp_fd=filter_fd)
+        cmd = sandbox.argv(
+            self.jail,
+            [
+                sys.executable,
+                "-m",
+                "skillbase.toolchain.worker",
+                "--kind",
+                self.kind,
+                "--requests",
+                str(req_r),
+                "--replies",
+                str(rep_w),
+            ],
+            workdir=self.workdir,
+            readonly=[self.settings.cache_dir / k for k in ("triton", "torch_extensions")],
+            gpu=self.kind == "cuda",
+            pythonpath=env["PYTHONPATH"].split(os.pathsep),
+            tmp_bytes=self.settings.worker_tmp_mb << 20,
+            seccomp_fd=filter_fd,
+        )
         self.group = limits.ProcessGroup.create(self.name, self.settings.worker_max_procs)
         try:
             self.proc = subprocess.Popen(
-                cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd=self.workdir,
-                env=env, pass_fds=(req_r, rep_w) + ((filter_fd,) if filter_fd is not None else ()),
-                start_new_session=True, preexec_fn=self._limits,
+                cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                cwd=self.workdir,
+                env=env,
+                pass_fds=(req_r, rep_w) + ((filter_fd,) if filter_fd is not None else ()),
+                start_new_session=True,
+                preexec_fn=self._limits,
             )
         finally:
             os.close(req_r)
@@ -266,8 +295,12 @@ class Worker:
         if used > self.settings.worker_disk_mb * 1024 * 1024:
             tail = self.log_tail()
             self.kill()
-            raise WorkerDied("crashed", f"{self.name} worker wrote {used / 2**20:.0f} MiB, over its "
-                                        f"{self.settings.worker_disk_mb} MiB disk quota, and was killed", tail)
+            raise WorkerDied(
+                "crashed",
+                f"{self.name} worker wrote {used / 2**20:.0f} MiB, over its "
+                f"{self.settings.worker_disk_mb} MiB disk quota, and was killed",
+                tail,
+            )
 
     def _died(self) -> WorkerDied:
         code = None
@@ -384,5 +417,7 @@ class Pool:
 
     def stats(self) -> dict[str, Any]:
         """Per worker: alive, how many times it was started, its pid."""
-        return {n: {"alive": w.alive, "starts": w.starts, "pid": w.proc.pid if w.proc else None}
-                for n, w in self.workers.items()}
+        return {
+            n: {"alive": w.alive, "starts": w.starts, "pid": w.proc.pid if w.proc else None}
+            for n, w in self.workers.items()
+        }

@@ -19,8 +19,16 @@ import sys
 import time
 from pathlib import Path
 
-from skillbase.models import (CompileReport, Hardware, KernelProfile, NcuRun, ProfileReport, TaskInfo, TimedKernel,
-                              content_hash)
+from skillbase.models import (
+    CompileReport,
+    Hardware,
+    KernelProfile,
+    NcuRun,
+    ProfileReport,
+    TaskInfo,
+    TimedKernel,
+    content_hash,
+)
 from skillbase.toolchain import diagnose, ncu, roofline, static
 from skillbase.toolchain.profiling import own_kernels
 
@@ -53,13 +61,21 @@ def profile_request(req: dict, workdir: Path, progress) -> dict:
     out: dict = {"tool": "none", "unavailable": None, "detail": "", "csv": "", "log": "", "torch_kernels": []}
     exe = find_ncu() if not req.get("no_ncu") else None
     if exe is None:
-        out.update(unavailable="ncu_missing", detail="Nsight Compute (ncu) is not on PATH nor in /usr/local/cuda/bin"
-                   + (" (profiling without ncu was asked for)" if req.get("no_ncu") else ""))
+        out.update(
+            unavailable="ncu_missing",
+            detail="Nsight Compute (ncu) is not on PATH nor in /usr/local/cuda/bin"
+            + (" (profiling without ncu was asked for)" if req.get("no_ncu") else ""),
+        )
     else:
         progress(0.1, "running Nsight Compute")
         kernels = static.kernel_names(source)
-        argv = [sys.executable, "-m", "skillbase.toolchain.profile_runner",
-                _write(workdir / "ncu_req.json", {**run_req, "mode": "ncu"}), str(workdir / "ncu_out.json")]
+        argv = [
+            sys.executable,
+            "-m",
+            "skillbase.toolchain.profile_runner",
+            _write(workdir / "ncu_req.json", {**run_req, "mode": "ncu"}),
+            str(workdir / "ncu_out.json"),
+        ]
         timeout = float(req.get("ncu_timeout_s", NCU_TIMEOUT_S))
         start = time.perf_counter()
         metrics = [m for m in ncu.metric_names() if m not in _REJECTED]
@@ -74,31 +90,50 @@ def profile_request(req: dict, workdir: Path, progress) -> dict:
             cmd = ncu.command(exe, argv, kernels, [m for m in metrics if m not in bad])
             code, stdout, stderr = _run(cmd, workdir, timeout - (time.perf_counter() - start))
         log = stdout + "\n" + stderr
-        out["ncu"] = {"command": " ".join(cmd[:-2] + ["REQUEST", "RESULT"]),
-                      "wall_s": round(time.perf_counter() - start, 2), "passes": ncu.passes(log), "exit_code": code,
-                      "clock_control": "none"}
+        out["ncu"] = {
+            "command": " ".join(cmd[:-2] + ["REQUEST", "RESULT"]),
+            "wall_s": round(time.perf_counter() - start, 2),
+            "passes": ncu.passes(log),
+            "exit_code": code,
+            "clock_control": "none",
+        }
         out["csv"] = stdout[-MAX_CSV_CHARS:]
         out["log"] = stderr[-4000:]
         if code is None:
             out.update(unavailable="ncu_timeout", detail=f"ncu exceeded its {timeout:g} s limit and was killed")
         elif ncu.not_permitted(log):
-            out.update(unavailable="ncu_not_permitted",
-                       detail="ncu may not read the GPU's performance counters (ERR_NVGPUCTRPERM): run as root, or "
-                              "set NVreg_RestrictProfilingToAdminUsers=0 for the nvidia driver")
+            out.update(
+                unavailable="ncu_not_permitted",
+                detail="ncu may not read the GPU's performance counters (ERR_NVGPUCTRPERM): run as root, or "
+                "set NVreg_RestrictProfilingToAdminUsers=0 for the nvidia driver",
+            )
         elif code != 0 or not ncu.parse_csv(stdout):
             tail = " | ".join(stderr.strip().splitlines()[-3:])[-500:]
-            out.update(unavailable="ncu_failed" if code != 0 else "no_own_kernels",
-                       detail=(f"ncu exited {code}: {tail}" if code != 0 else
-                               "ncu profiled no kernel of the solution inside the profiled forward "
-                               f"(looked for: {', '.join(sorted(kernels)) or 'any kernel'})"))
+            out.update(
+                unavailable="ncu_failed" if code != 0 else "no_own_kernels",
+                detail=(
+                    f"ncu exited {code}: {tail}"
+                    if code != 0
+                    else "ncu profiled no kernel of the solution inside the profiled forward "
+                    f"(looked for: {', '.join(sorted(kernels)) or 'any kernel'})"
+                ),
+            )
         else:
             out["tool"] = "ncu"
     if out["unavailable"] is not None and not req.get("no_fallback"):
         progress(0.6, "listing kernels with the torch profiler instead")
         tk = workdir / "torch_out.json"
-        code, _, stderr = _run([sys.executable, "-m", "skillbase.toolchain.profile_runner",
-                                _write(workdir / "torch_req.json", {**run_req, "mode": "torch"}), str(tk)],
-                               workdir, TORCH_TIMEOUT_S)
+        code, _, stderr = _run(
+            [
+                sys.executable,
+                "-m",
+                "skillbase.toolchain.profile_runner",
+                _write(workdir / "torch_req.json", {**run_req, "mode": "torch"}),
+                str(tk),
+            ],
+            workdir,
+            TORCH_TIMEOUT_S,
+        )
         if code == 0 and tk.is_file():
             out["tool"] = "torch_profiler"
             out["torch_kernels"] = json.loads(tk.read_text())["kernels"]
@@ -114,8 +149,9 @@ def _write(path: Path, obj: dict) -> str:
 
 def _run(cmd: list[str], cwd: Path, timeout: float) -> tuple[int | None, str, str]:
     """Run ``cmd``; on timeout kill it and every process under it. Returns (exit code or None, stdout, stderr)."""
-    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL
+    )
     try:
         stdout, stderr = proc.communicate(timeout=timeout)
         return proc.returncode, stdout, stderr
@@ -152,48 +188,99 @@ def _kill_tree(pid: int) -> None:
 # ---------------------------------------------------------------------------
 
 
-def unavailable_report(task: TaskInfo, solution_hash: str, device: str, hw: Hardware | None, reason: str,
-                       detail: str, compiled: CompileReport | None) -> ProfileReport:
+def unavailable_report(
+    task: TaskInfo,
+    solution_hash: str,
+    device: str,
+    hw: Hardware | None,
+    reason: str,
+    detail: str,
+    compiled: CompileReport | None,
+) -> ProfileReport:
     """The typed "unavailable" answer: why, and the compile report and roofline regime measured instead."""
-    report = ProfileReport(task=task.name, task_signature=task.signature, solution_hash=solution_hash, device=device,
-                           hardware=hw, available=False, unavailable=reason, unavailable_detail=detail,
-                           compile=compiled, **_roofline_fields(task, hw))
+    report = ProfileReport(
+        task=task.name,
+        task_signature=task.signature,
+        solution_hash=solution_hash,
+        device=device,
+        hardware=hw,
+        available=False,
+        unavailable=reason,
+        unavailable_detail=detail,
+        compile=compiled,
+        **_roofline_fields(task, hw),
+    )
     return with_instead(report)
 
 
-def assemble(task: TaskInfo, solution_hash: str, device: str, hw: Hardware, raw: dict, source: str,
-             compiled: CompileReport | None) -> ProfileReport:
+def assemble(
+    task: TaskInfo,
+    solution_hash: str,
+    device: str,
+    hw: Hardware,
+    raw: dict,
+    source: str,
+    compiled: CompileReport | None,
+) -> ProfileReport:
     """A ProfileReport from the worker's raw answer: parsed kernels, findings, state, diagnosis."""
-    base = dict(task=task.name, task_signature=task.signature, solution_hash=solution_hash, device=device,
-                hardware=hw, compile=compiled, **_roofline_fields(task, hw))
+    base = dict(
+        task=task.name,
+        task_signature=task.signature,
+        solution_hash=solution_hash,
+        device=device,
+        hardware=hw,
+        compile=compiled,
+        **_roofline_fields(task, hw),
+    )
     run = NcuRun(**{**raw["ncu"], "kernels": 0}) if raw.get("ncu") else None
     if raw.get("tool") != "ncu":
-        timed = [TimedKernel(name=k["name"], duration_us=round(k["duration_us"], 3))
-                 for k in raw.get("torch_kernels", [])]
+        timed = [
+            TimedKernel(name=k["name"], duration_us=round(k["duration_us"], 3)) for k in raw.get("torch_kernels", [])
+        ]
         notes = [f"torch profiler failed too: {raw['torch_error'][:500]}"] if raw.get("torch_error") else []
-        report = ProfileReport(**base, available=False, unavailable=raw.get("unavailable") or "ncu_failed",
-                               unavailable_detail=raw.get("detail", ""), torch_kernels=timed, ncu=run,
-                               raw_csv=raw.get("csv", "")[:20_000], notes=notes,
-                               kernel_time_us=_total([k.duration_us for k in timed]))
+        report = ProfileReport(
+            **base,
+            available=False,
+            unavailable=raw.get("unavailable") or "ncu_failed",
+            unavailable_detail=raw.get("detail", ""),
+            torch_kernels=timed,
+            ncu=run,
+            raw_csv=raw.get("csv", "")[:20_000],
+            notes=notes,
+            kernel_time_us=_total([k.duration_us for k in timed]),
+        )
         return with_instead(report)
     kernels = [ncu.kernel_profile(k) for k in ncu.parse_csv(raw["csv"])]
     mine = set(own_kernels([k.name for k in kernels], static.kernel_names(source)))
     notes = []
     if mine and len(mine) < len({k.name for k in kernels}):
-        notes.append("kernels not defined by the solution were left out: "
-                     + ", ".join(sorted({k.name for k in kernels} - mine))[:300])
+        notes.append(
+            "kernels not defined by the solution were left out: "
+            + ", ".join(sorted({k.name for k in kernels} - mine))[:300]
+        )
         kernels = [k for k in kernels if k.name in mine]
     kernels = _with_spills(kernels, compiled)
     if raw.get("dropped_metrics"):
-        notes.append("ncu does not know these metrics on this GPU (dropped, their fields are None): "
-                     + ", ".join(raw["dropped_metrics"]))
+        notes.append(
+            "ncu does not know these metrics on this GPU (dropped, their fields are None): "
+            + ", ".join(raw["dropped_metrics"])
+        )
     findings, state = diagnose.diagnose(kernels, task.family)
     main = max(kernels, key=lambda k: k.duration_us or 0.0) if kernels else None
-    return ProfileReport(**base, available=True, kernels=kernels, findings=findings, state=state,
-                         metrics=main.metrics() if main else {}, diagnosis=diagnose.summary(findings, state),
-                         techniques=diagnose.techniques_of(findings, state),
-                         ncu=run.model_copy(update={"kernels": len(kernels)}) if run else None,
-                         raw_csv=raw["csv"], kernel_time_us=_total([k.duration_us for k in kernels]), notes=notes)
+    return ProfileReport(
+        **base,
+        available=True,
+        kernels=kernels,
+        findings=findings,
+        state=state,
+        metrics=main.metrics() if main else {},
+        diagnosis=diagnose.summary(findings, state),
+        techniques=diagnose.techniques_of(findings, state),
+        ncu=run.model_copy(update={"kernels": len(kernels)}) if run else None,
+        raw_csv=raw["csv"],
+        kernel_time_us=_total([k.duration_us for k in kernels]),
+        notes=notes,
+    )
 
 
 def rediagnose(report: ProfileReport, family: str | None = None) -> ProfileReport:
@@ -206,24 +293,39 @@ def rediagnose(report: ProfileReport, family: str | None = None) -> ProfileRepor
     kernels = [ncu.uncounted_efficiency(k) for k in report.kernels]
     findings, state = diagnose.diagnose(kernels, family)
     main = max(kernels, key=lambda k: k.duration_us or 0.0)
-    return report.model_copy(update={"kernels": kernels, "findings": findings, "state": state,
-                                     "metrics": {n: float(v) if isinstance(v, int) else v  # as validation would
-                                                 for n, v in main.metrics().items()},
-                                     "diagnosis": diagnose.summary(findings, state),
-                                     "techniques": diagnose.techniques_of(findings, state)})
+    return report.model_copy(
+        update={
+            "kernels": kernels,
+            "findings": findings,
+            "state": state,
+            "metrics": {
+                n: float(v) if isinstance(v, int) else v  # as validation would
+                for n, v in main.metrics().items()
+            },
+            "diagnosis": diagnose.summary(findings, state),
+            "techniques": diagnose.techniques_of(findings, state),
+        }
+    )
 
 
 def with_instead(report: ProfileReport) -> ProfileReport:
     """Say what was measured instead of the counters."""
     instead = []
     if report.torch_kernels:
-        instead.append(f"torch profiler: {len(report.torch_kernels)} kernel launches with durations "
-                       f"({report.kernel_time_us:.1f} µs in all)")
+        instead.append(
+            f"torch profiler: {len(report.torch_kernels)} kernel launches with durations "
+            f"({report.kernel_time_us:.1f} µs in all)"
+        )
     if report.compile is not None:
-        instead.append("compile report: registers, spills and shared memory per kernel"
-                       if report.compile.ok else "compile report (the compile failed: see its diagnostics)")
-    instead.append(f"roofline: {report.bound}-bound estimate from bytes and FLOPs"
-                   + (f", floor {report.floor_us:.1f} µs on this GPU" if report.floor_us else ""))
+        instead.append(
+            "compile report: registers, spills and shared memory per kernel"
+            if report.compile.ok
+            else "compile report (the compile failed: see its diagnostics)"
+        )
+    instead.append(
+        f"roofline: {report.bound}-bound estimate from bytes and FLOPs"
+        + (f", floor {report.floor_us:.1f} µs on this GPU" if report.floor_us else "")
+    )
     diagnosis = f"Counters unavailable ({report.unavailable}): {report.unavailable_detail}"
     return report.model_copy(update={"measured_instead": instead, "diagnosis": diagnosis})
 
@@ -234,8 +336,12 @@ def _roofline_fields(task: TaskInfo, hw: Hardware | None) -> dict:
     floor = None
     if hw is not None and hw.kind == "cuda":
         floor = roofline.floor_ms(task.bytes_moved, task.flops, hw.peak_gbps, roofline.peak_rate(hw, task.dtype))
-    return {"bound": bound, "bytes_moved": task.bytes_moved, "flops": task.flops,
-            "floor_us": round(floor * 1e3, 3) if floor else None}
+    return {
+        "bound": bound,
+        "bytes_moved": task.bytes_moved,
+        "flops": task.flops,
+        "floor_us": round(floor * 1e3, 3) if floor else None,
+    }
 
 
 def _with_spills(kernels: list[KernelProfile], compiled: CompileReport | None) -> list[KernelProfile]:

@@ -109,13 +109,15 @@ def parse_trace(trace: dict) -> list[GpuActivity]:
         if cat not in ("kernel", "gpu_memcpy", "gpu_memset") or ev.get("ph") != "X":
             continue
         args = ev.get("args", {}) or {}
-        out.append(GpuActivity(
-            name=str(ev.get("name", "")),
-            stream=int(args.get("stream", ev.get("tid", -1)) or -1),
-            start_us=float(ev.get("ts", 0.0)),
-            dur_us=float(ev.get("dur", 0.0)),
-            kind="kernel" if cat == "kernel" else cat.removeprefix("gpu_"),
-        ))
+        out.append(
+            GpuActivity(
+                name=str(ev.get("name", "")),
+                stream=int(args.get("stream", ev.get("tid", -1)) or -1),
+                start_us=float(ev.get("ts", 0.0)),
+                dur_us=float(ev.get("dur", 0.0)),
+                kind="kernel" if cat == "kernel" else cat.removeprefix("gpu_"),
+            )
+        )
     return out
 
 

@@ -35,8 +35,10 @@ from skillbase.errors import ToolchainUnavailable
 from skillbase.toolchain.cache import toolchain_versions
 from skillbase.toolchain.pool import STARTUP_TIMEOUT_S, Worker, WorkerDied
 
-INSTALL_HINT = ("install the extra on the server and on every node of the cluster: pip install 'skillbase[ray]' "
-                "(Ray 2.x); or leave out --ray to evaluate on this host's GPUs")
+INSTALL_HINT = (
+    "install the extra on the server and on every node of the cluster: pip install 'skillbase[ray]' "
+    "(Ray 2.x); or leave out --ray to evaluate on this host's GPUs"
+)
 # On top of a request's own limit: the actor may first have to be placed and start its worker.
 _GET_MARGIN_S = STARTUP_TIMEOUT_S + 60.0
 _PR_SET_PDEATHSIG = 1
@@ -79,8 +81,9 @@ class EvalActor:
         import ray
 
         # The server's store path need not exist on this node: caches (Triton, extensions) stay local.
-        local_home = Path(os.environ.get("SKILLBASE_RAY_HOME")
-                          or Path(tempfile.gettempdir()) / f"skillbase-ray-{os.getuid()}")
+        local_home = Path(
+            os.environ.get("SKILLBASE_RAY_HOME") or Path(tempfile.gettempdir()) / f"skillbase-ray-{os.getuid()}"
+        )
         self.settings = Settings(**{**settings, "home": local_home, "ray_address": None})
         gpu = None
         if kind == "cuda":  # the GPU Ray gave this actor, as the node names it (an index, or a UUID)
@@ -94,9 +97,16 @@ class EvalActor:
 
     def info(self) -> dict:
         """Where this actor runs and with what: node, process, GPU, toolchain versions."""
-        return {"node_ip": self.node_ip, "node_id": self.node_id, "hostname": socket.gethostname(),
-                "pid": os.getpid(), "kind": self.kind, "gpu": self.gpu, "versions": toolchain_versions(),
-                "worker_starts": self.worker.starts}
+        return {
+            "node_ip": self.node_ip,
+            "node_id": self.node_id,
+            "hostname": socket.gethostname(),
+            "pid": os.getpid(),
+            "kind": self.kind,
+            "gpu": self.gpu,
+            "versions": toolchain_versions(),
+            "worker_starts": self.worker.starts,
+        }
 
     def request(self, payload: dict, timeout: float) -> dict:
         """Run one request in the warm worker (started on first use, restarted after it died)."""
@@ -177,13 +187,18 @@ class RayWorker:
                 reply = ray.get(ref, timeout=timeout + _GET_MARGIN_S)
             except ray.exceptions.GetTimeoutError:
                 self.kill()
-                raise WorkerDied("timeout", f"the Ray actor for {self.name} did not answer within "
-                                            f"{timeout + _GET_MARGIN_S:g} s and was killed") from None
+                raise WorkerDied(
+                    "timeout",
+                    f"the Ray actor for {self.name} did not answer within {timeout + _GET_MARGIN_S:g} s and was killed",
+                ) from None
             except ray.exceptions.RayActorError as e:
                 # Ray restarted the actor and ran the request again once; it died again.
-                raise WorkerDied("crashed", f"the Ray actor for {self.name} on node {self.where.get('node_ip')} "
-                                            f"died twice while serving this request (Ray restarted it and retried "
-                                            f"once): {str(e).splitlines()[0][:300]}") from None
+                raise WorkerDied(
+                    "crashed",
+                    f"the Ray actor for {self.name} on node {self.where.get('node_ip')} "
+                    f"died twice while serving this request (Ray restarted it and retried "
+                    f"once): {str(e).splitlines()[0][:300]}",
+                ) from None
             self.where = reply.pop("where", None) or self.where
             if "died" in reply:
                 raise WorkerDied(*reply["died"])
@@ -196,8 +211,10 @@ class RayWorker:
         """Which node, process and device ran this evaluation."""
         w = self.where
         dev = f"GPU {w.get('gpu')}" if self.kind == "cuda" else "CPU (Triton interpreter)"
-        return (f"evaluated by a Ray actor on node {w.get('node_ip')} ({w.get('hostname')}, node id "
-                f"{str(w.get('node_id'))[:12]}), {dev}, actor pid {w.get('pid')}")
+        return (
+            f"evaluated by a Ray actor on node {w.get('node_ip')} ({w.get('hostname')}, node id "
+            f"{str(w.get('node_id'))[:12]}), {dev}, actor pid {w.get('pid')}"
+        )
 
     def kill(self, graceful: bool = False) -> None:
         """Stop the actor (its worker dies with it); the next request places a new one."""
@@ -268,12 +285,19 @@ class RayBackend:
             ray = self.ray
             if not ray.is_initialized():
                 try:
-                    ray.init(address=self.address, namespace="skillbase", log_to_driver=False,
-                             logging_level="ERROR", configure_logging=True)
+                    ray.init(
+                        address=self.address,
+                        namespace="skillbase",
+                        log_to_driver=False,
+                        logging_level="ERROR",
+                        configure_logging=True,
+                    )
                 except Exception as e:  # noqa: BLE001 - ConnectionError, ValueError, RuntimeError by version
-                    raise ToolchainUnavailable(f"cannot join the Ray cluster at {self.address!r}: {e}",
-                                               hint="start one with `ray start --head` and pass its address "
-                                                    "(host:6379, or 'auto' on a node of the cluster)") from None
+                    raise ToolchainUnavailable(
+                        f"cannot join the Ray cluster at {self.address!r}: {e}",
+                        hint="start one with `ray start --head` and pass its address "
+                        "(host:6379, or 'auto' on a node of the cluster)",
+                    ) from None
                 self._connected_here = True
                 _keep_stdout_clean(ray)
             # Restarts and one retry are Ray's (see the module docstring); the actor is ours.
@@ -295,17 +319,23 @@ class RayBackend:
         self.connect()
         # Limits and timeouts travel; the server's tokens do not.
         settings = self.settings.model_dump(mode="json", exclude={"http_token", "chroma_token", "chroma_url"})
-        opts: dict[str, Any] = {"num_cpus": 1, "num_gpus": 1} if kind == "cuda" else \
-            {"num_cpus": 1, "num_gpus": 0, "scheduling_strategy": "SPREAD"}
+        opts: dict[str, Any] = (
+            {"num_cpus": 1, "num_gpus": 1}
+            if kind == "cuda"
+            else {"num_cpus": 1, "num_gpus": 0, "scheduling_strategy": "SPREAD"}
+        )
         return self._actor_cls.options(**opts).remote(kind, settings)
 
     def check_versions(self, where: dict) -> None:
         """Refuse an actor whose toolchain code differs from the server's: its reports would not compare."""
         theirs, ours = where.get("versions") or {}, toolchain_versions()
         if theirs.get("toolchain") != ours["toolchain"]:
-            raise WorkerDied("start_failed", f"node {where.get('node_ip')} runs different skillbase toolchain code "
-                                             f"({theirs.get('toolchain')}, this server: {ours['toolchain']}): "
-                                             "install the same skillbase version on every node")
+            raise WorkerDied(
+                "start_failed",
+                f"node {where.get('node_ip')} runs different skillbase toolchain code "
+                f"({theirs.get('toolchain')}, this server: {ours['toolchain']}): "
+                "install the same skillbase version on every node",
+            )
 
     def worker(self, name: str) -> RayWorker:
         """A proxy for ``cuda:N`` (the cluster's N-th GPU actor) or ``cpu`` / ``cpu:N``."""

@@ -15,8 +15,14 @@ from skillbase.models import Bottleneck, Hardware, Roofline
 
 # The rate a dtype's matmuls can reach: fp32 tasks may use TF32 tensor cores
 # (Triton's tl.dot does by default), fp8/int8 are bounded by twice the bf16 rate.
-_RATE_KEYS = {"fp32": ("tf32", "fp32"), "fp16": ("fp16", "bf16"), "bf16": ("bf16", "fp16"),
-              "mixed": ("bf16", "fp16"), "fp8": ("fp8",), "int8": ("int8",)}
+_RATE_KEYS = {
+    "fp32": ("tf32", "fp32"),
+    "fp16": ("fp16", "bf16"),
+    "bf16": ("bf16", "fp16"),
+    "mixed": ("bf16", "fp16"),
+    "fp8": ("fp8",),
+    "int8": ("int8",),
+}
 
 # A result faster than this fraction of the floor is impossible, not fast: the
 # margin absorbs measurement noise and peaks measured a little below the spec.
@@ -118,9 +124,17 @@ PEAKS_METHOD = "bandwidth: best of five streaming probes"
 
 # Bandwidth the vendor states for a device (GB/s), shown beside the measured roof. Matched on the name
 # the driver reports; most specific first.
-DATASHEET_GBPS = (("H200", 4800.0), ("H100 NVL", 3900.0), ("H100 PCIe", 2000.0), ("H100", 3350.0),
-                  ("A100-SXM4-80GB", 2039.0), ("A100 80GB PCIe", 1935.0), ("A100", 1555.0), ("L40S", 864.0),
-                  ("B200", 8000.0))
+DATASHEET_GBPS = (
+    ("H200", 4800.0),
+    ("H100 NVL", 3900.0),
+    ("H100 PCIe", 2000.0),
+    ("H100", 3350.0),
+    ("A100-SXM4-80GB", 2039.0),
+    ("A100 80GB PCIe", 1935.0),
+    ("A100", 1555.0),
+    ("L40S", 864.0),
+    ("B200", 8000.0),
+)
 
 
 def datasheet_gbps(name: str) -> float | None:
@@ -149,31 +163,41 @@ def measure_peaks(torch: Any, index: int, clock: Any) -> Hardware:
         "add": (lambda: torch.add(src, 1.0, out=dst), 2 * n * 4),
     }
     gbps = {name: round(moved / (_median_time(fn, clock) * 1e6), 1) for name, (fn, moved) in probes.items()}
-    del src, dst
+    src = dst = None  # the GiB freed before the next probe (the probes above are done with it)
     try:
         big = torch.empty(2 * n, device=dev)
         big_dst = torch.empty_like(big)
         gbps["copy_2gib"] = round(2 * 2 * n * 4 / (_median_time(lambda: big_dst.copy_(big), clock) * 1e6), 1)
-        del big, big_dst
+        big = big_dst = None
     except RuntimeError:  # a device without 4 GiB to spare: the 1 GiB probes stand
         pass
     rates: dict[str, float] = {}
     size = 8192
     old_tf32 = torch.backends.cuda.matmul.allow_tf32
     try:
-        for key, dtype, tf32 in (("bf16", torch.bfloat16, False), ("fp16", torch.float16, False),
-                                 ("tf32", torch.float32, True), ("fp32", torch.float32, False)):
+        for key, dtype, tf32 in (
+            ("bf16", torch.bfloat16, False),
+            ("fp16", torch.float16, False),
+            ("tf32", torch.float32, True),
+            ("fp32", torch.float32, False),
+        ):
             torch.backends.cuda.matmul.allow_tf32 = tf32
             a = torch.randn(size, size, device=dev, dtype=dtype)
             b = torch.randn(size, size, device=dev, dtype=dtype)
             ms = _median_time(lambda: torch.mm(a, b), clock)
             rates[key] = round(2 * size**3 / (ms * 1e9), 1)
-            del a, b
+            a = b = None
     finally:
         torch.backends.cuda.matmul.allow_tf32 = old_tf32
     torch.cuda.empty_cache()
-    return hw.model_copy(update={"peak_gbps": max(gbps.values()), "bandwidth_probes_gbps": gbps,
-                                 "datasheet_gbps": datasheet_gbps(hw.name), "peak_tflops": rates})
+    return hw.model_copy(
+        update={
+            "peak_gbps": max(gbps.values()),
+            "bandwidth_probes_gbps": gbps,
+            "datasheet_gbps": datasheet_gbps(hw.name),
+            "peak_tflops": rates,
+        }
+    )
 
 
 def _median_time(fn, clock, reps: int = 10) -> float:

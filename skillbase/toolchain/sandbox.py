@@ -32,8 +32,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 # /etc entries a jailed Python, compiler and CUDA need; everything else in /etc stays out.
-ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "nsswitch.conf", "passwd", "group",
-       "localtime", "host.conf", "hosts")
+ETC = (
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "alternatives",
+    "nsswitch.conf",
+    "passwd",
+    "group",
+    "localtime",
+    "host.conf",
+    "hosts",
+)
 MERGED_USR = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
 NVIDIA_DEVICES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset")
 
@@ -55,9 +65,27 @@ class Jail:
 def _probe(bwrap: str) -> str | None:
     """None when ``bwrap`` can build a jail here, else what went wrong."""
     try:
-        out = subprocess.run([bwrap, "--unshare-all", "--die-with-parent", "--cap-drop", "ALL",
-                              "--ro-bind", "/usr", "/usr", *_usr_links(), "--proc", "/proc", "--dev", "/dev",
-                              "true"], capture_output=True, text=True, timeout=20)
+        out = subprocess.run(
+            [
+                bwrap,
+                "--unshare-all",
+                "--die-with-parent",
+                "--cap-drop",
+                "ALL",
+                "--ro-bind",
+                "/usr",
+                "/usr",
+                *_usr_links(),
+                "--proc",
+                "/proc",
+                "--dev",
+                "/dev",
+                "true",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
     except (OSError, subprocess.TimeoutExpired) as e:
         return f"{bwrap} could not run: {e}"
     return None if out.returncode == 0 else (out.stderr.strip() or f"exit status {out.returncode}")
@@ -75,9 +103,11 @@ def choose(mode: str) -> Jail:
     if mode == "bwrap":
         from skillbase.errors import ToolchainUnavailable
 
-        raise ToolchainUnavailable(f"the sandbox cannot start: {problem}",
-                                   hint="install bubblewrap (Debian: apt-get install bubblewrap) on a kernel that "
-                                        "allows namespaces, or set SKILLBASE_SANDBOX=auto to fall back")
+        raise ToolchainUnavailable(
+            f"the sandbox cannot start: {problem}",
+            hint="install bubblewrap (Debian: apt-get install bubblewrap) on a kernel that "
+            "allows namespaces, or set SKILLBASE_SANDBOX=auto to fall back",
+        )
     return Jail("none", reason=problem)
 
 
@@ -100,8 +130,14 @@ def python_roots(pythonpath: list[str] = ()) -> list[Path]:
     package = Path(__file__).resolve().parents[1]  # skillbase/
     # The interpreter's own folder too: a virtual environment's python is a link there even when the
     # process runs with another prefix (a --target install run by that python).
-    roots = {Path(sys.prefix), Path(sys.base_prefix), Path(sys.exec_prefix), Path(sys.executable).absolute().parent,
-             Path(os.path.realpath(sys.executable)).parent.parent, package}
+    roots = {
+        Path(sys.prefix),
+        Path(sys.base_prefix),
+        Path(sys.exec_prefix),
+        Path(sys.executable).absolute().parent,
+        Path(os.path.realpath(sys.executable)).parent.parent,
+        package,
+    }
     roots.update(Path(p) for p in sys.path if p and ("site-packages" in p or "dist-packages" in p))
     # The repository root on the path would show the whole checkout (and a store kept in it): its
     # skillbase folder, mounted above, is all a worker imports from it.
@@ -118,19 +154,52 @@ def _minimal(roots: list[Path]) -> list[Path]:
     return out
 
 
-def argv(jail: Jail, cmd: list[str], *, workdir: Path, readonly: list[Path], gpu: bool,
-         pythonpath: list[str] = (), tmp_bytes: int = 2 << 30, seccomp_fd: int | None = None) -> list[str]:
+def argv(
+    jail: Jail,
+    cmd: list[str],
+    *,
+    workdir: Path,
+    readonly: list[Path],
+    gpu: bool,
+    pythonpath: list[str] = (),
+    tmp_bytes: int = 2 << 30,
+    seccomp_fd: int | None = None,
+) -> list[str]:
     """The command line that runs ``cmd`` in the jail, with ``workdir`` its only writable folder and a
     private /tmp of ``tmp_bytes``. ``readonly`` are the shared caches' folders; ``gpu`` adds the NVIDIA
     device nodes."""
     if not jail.confined:
         return cmd
-    a = [jail.path, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
-         "--ro-bind", "/usr", "/usr", *_usr_links()]
+    a = [
+        jail.path,
+        "--unshare-all",
+        "--die-with-parent",
+        "--new-session",
+        "--cap-drop",
+        "ALL",
+        "--ro-bind",
+        "/usr",
+        "/usr",
+        *_usr_links(),
+    ]
     for name in ETC:
         a += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
-    a += ["--ro-bind-try", "/opt", "/opt", "--ro-bind", "/sys", "/sys",
-          "--proc", "/proc", "--dev", "/dev", "--size", str(tmp_bytes), "--tmpfs", "/tmp"]
+    a += [
+        "--ro-bind-try",
+        "/opt",
+        "/opt",
+        "--ro-bind",
+        "/sys",
+        "/sys",
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--size",
+        str(tmp_bytes),
+        "--tmpfs",
+        "/tmp",
+    ]
     for root in _minimal(python_roots(pythonpath)):
         if not str(root).startswith(("/usr/", "/opt/")) and str(root) not in ("/usr", "/opt"):
             a += ["--ro-bind", str(root), str(root)]

@@ -18,7 +18,6 @@ import threading
 from collections.abc import Callable, Sequence
 
 from skillbase.models import TaskInfo
-
 from skillbase.toolchain.cache import JsonCache, make_key
 
 # Only to order work when nothing was measured: nominal H100 rates, and what an evaluation
@@ -57,8 +56,11 @@ class Durations:
         if "eval_s" in entry:
             est = float(entry["eval_s"])
         else:
-            call_ms = eager_ms if eager_ms else max(task.bytes_moved / (_ORDER_GBPS * 1e6),
-                                                    task.flops / (_ORDER_TFLOPS * 1e9))
+            call_ms = (
+                eager_ms
+                if eager_ms
+                else max(task.bytes_moved / (_ORDER_GBPS * 1e6), task.flops / (_ORDER_TFLOPS * 1e9))
+            )
             est = FIXED_EVAL_S + CALLS_PER_EVAL * call_ms / 1e3
         if kind == "cuda" and not baselines_known:
             est += float(entry.get("baseline_s", BASELINE_S))

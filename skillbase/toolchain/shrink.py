@@ -124,4 +124,5 @@ def shrink_shape(path: Path, limit_bytes: int, limit_flops: int, start: dict[str
     raise TaskError(
         f"task {str(path)!r}: no shape under {limit_bytes / 2**20:.0f} MiB and {limit_flops / 1e9:.1f} GFLOP "
         f"found by halving its sizes (reached {_moved(tr) / 2**20:.0f} MiB at {shape})",
-        hint="add META['small'] = {...} with small sizes to the task, or run on a GPU")
+        hint="add META['small'] = {...} with small sizes to the task, or run on a GPU",
+    )

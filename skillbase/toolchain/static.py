@@ -14,22 +14,108 @@ from skillbase import pyast
 
 # torch calls that allocate, describe or configure but compute nothing.
 _NON_COMPUTE = {
-    "empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones", "ones_like", "full", "full_like",
-    "tensor", "as_tensor", "from_numpy", "arange", "device", "dtype", "Size", "is_tensor", "is_floating_point",
-    "get_default_dtype", "manual_seed", "no_grad", "inference_mode", "enable_grad", "set_grad_enabled",
-    "is_available", "current_device", "current_stream", "synchronize", "get_device_properties",
-    "get_device_name", "device_count", "finfo", "iinfo", "numel", "Generator", "compile",
+    "empty",
+    "empty_like",
+    "empty_strided",
+    "zeros",
+    "zeros_like",
+    "ones",
+    "ones_like",
+    "full",
+    "full_like",
+    "tensor",
+    "as_tensor",
+    "from_numpy",
+    "arange",
+    "device",
+    "dtype",
+    "Size",
+    "is_tensor",
+    "is_floating_point",
+    "get_default_dtype",
+    "manual_seed",
+    "no_grad",
+    "inference_mode",
+    "enable_grad",
+    "set_grad_enabled",
+    "is_available",
+    "current_device",
+    "current_stream",
+    "synchronize",
+    "get_device_properties",
+    "get_device_name",
+    "device_count",
+    "finfo",
+    "iinfo",
+    "numel",
+    "Generator",
+    "compile",
 }
 
 # Tensor methods and functional names that do the arithmetic of a task.
 _COMPUTE_METHODS = {
-    "matmul", "mm", "bmm", "addmm", "baddbmm", "einsum", "linear", "conv1d", "conv2d", "conv3d",
-    "conv_transpose2d", "softmax", "log_softmax", "relu", "gelu", "silu", "sigmoid", "tanh", "exp", "log",
-    "sum", "mean", "max", "min", "amax", "amin", "argmax", "argmin", "prod", "cumsum", "norm", "var", "std",
-    "layer_norm", "rms_norm", "group_norm", "batch_norm", "cross_entropy", "nll_loss", "dropout",
-    "scaled_dot_product_attention", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "leaky_relu", "elu",
-    "softplus", "hardtanh", "mish", "clamp", "pow", "sqrt", "rsqrt", "abs", "add", "mul", "sub", "div",
-    "transpose", "permute", "contiguous", "forward",
+    "matmul",
+    "mm",
+    "bmm",
+    "addmm",
+    "baddbmm",
+    "einsum",
+    "linear",
+    "conv1d",
+    "conv2d",
+    "conv3d",
+    "conv_transpose2d",
+    "softmax",
+    "log_softmax",
+    "relu",
+    "gelu",
+    "silu",
+    "sigmoid",
+    "tanh",
+    "exp",
+    "log",
+    "sum",
+    "mean",
+    "max",
+    "min",
+    "amax",
+    "amin",
+    "argmax",
+    "argmin",
+    "prod",
+    "cumsum",
+    "norm",
+    "var",
+    "std",
+    "layer_norm",
+    "rms_norm",
+    "group_norm",
+    "batch_norm",
+    "cross_entropy",
+    "nll_loss",
+    "dropout",
+    "scaled_dot_product_attention",
+    "max_pool2d",
+    "avg_pool2d",
+    "adaptive_avg_pool2d",
+    "leaky_relu",
+    "elu",
+    "softplus",
+    "hardtanh",
+    "mish",
+    "clamp",
+    "pow",
+    "sqrt",
+    "rsqrt",
+    "abs",
+    "add",
+    "mul",
+    "sub",
+    "div",
+    "transpose",
+    "permute",
+    "contiguous",
+    "forward",
 }
 
 
@@ -54,8 +140,11 @@ def _torch_aliases(tree: ast.AST) -> tuple[set[str], set[str]]:
             for a in node.names:
                 name = a.asname or a.name
                 # `from torch import nn` binds a module; `from torch.nn.functional import gelu` a function.
-                (modules if a.name[:1].islower() and a.name in {"nn", "functional", "cuda", "linalg", "special", "fft"}
-                 else functions).add(name)
+                (
+                    modules
+                    if a.name[:1].islower() and a.name in {"nn", "functional", "cuda", "linalg", "special", "fft"}
+                    else functions
+                ).add(name)
     return modules, functions
 
 
@@ -101,12 +190,14 @@ def find_fallbacks(tree: ast.AST) -> list[Finding]:
         for body in blocks:
             for stmt in body:
                 if _is_torch_compute(stmt, modules, functions):
-                    out.append(Finding(
-                        "no_pytorch_fallback",
-                        f"line {stmt.lineno}: an exception handler computes with PyTorch; "
-                        "a kernel that fails must fail, not fall back",
-                        stmt.lineno,
-                    ))
+                    out.append(
+                        Finding(
+                            "no_pytorch_fallback",
+                            f"line {stmt.lineno}: an exception handler computes with PyTorch; "
+                            "a kernel that fails must fail, not fall back",
+                            stmt.lineno,
+                        )
+                    )
                     break
     return out
 
@@ -151,7 +242,8 @@ def precheck(source: str) -> str | None:
             if any(isinstance(t, ast.Name) and t.id == "ModelNew" for t in targets):
                 return None
         if isinstance(node, (ast.Import, ast.ImportFrom)) and any(
-                a.name == "*" or (a.asname or a.name.split(".")[-1]) == "ModelNew" for a in node.names):
+            a.name == "*" or (a.asname or a.name.split(".")[-1]) == "ModelNew" for a in node.names
+        ):
             return None
         if isinstance(node, ast.Call) and getattr(node.func, "id", None) in ("globals", "setattr", "exec"):
             return None  # defined some other way: the worker decides

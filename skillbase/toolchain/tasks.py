@@ -24,12 +24,17 @@ from typing import Any
 
 from skillbase.errors import NotFound, TaskError
 from skillbase.models import DTYPES, FAMILIES, QUALIFIER_FAMILIES, TaskInfo, TaskUnderstanding, Tolerance, content_hash
-
 from skillbase.toolchain import opgraph, understand
 from skillbase.toolchain.source import read_source
 
-_DTYPE_NAMES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "float8_e4m3fn": "fp8",
-                "float8_e5m2": "fp8", "int8": "int8"}
+_DTYPE_NAMES = {
+    "float32": "fp32",
+    "float16": "fp16",
+    "bfloat16": "bf16",
+    "float8_e4m3fn": "fp8",
+    "float8_e5m2": "fp8",
+    "int8": "int8",
+}
 
 # Nominal H100 SXM ceilings, used only to name a task's regime (tiny..large)
 # consistently across machines; measured peaks are used for every reported figure.
@@ -111,9 +116,12 @@ def import_module_at(path: Path, shape: dict[str, Any] | None = None, *, kind: s
     try:
         spec.loader.exec_module(module)
     except ModuleNotFoundError as e:
-        raise TaskError(f"task {str(path)!r} does not import: {type(e).__name__}: {e}",
-                        hint=f"it needs the module {e.name!r}: install it (pip install {e.name}) where "
-                             "skillbase runs" if e.name else None) from e
+        raise TaskError(
+            f"task {str(path)!r} does not import: {type(e).__name__}: {e}",
+            hint=f"it needs the module {e.name!r}: install it (pip install {e.name}) where skillbase runs"
+            if e.name
+            else None,
+        ) from e
     except (Exception, SystemExit, KeyboardInterrupt) as e:  # a module calling sys.exit() is a bad module
         raise TaskError(f"task {str(path)!r} does not import: {type(e).__name__}: {e}") from e
     finally:
@@ -178,8 +186,9 @@ def shape_globals(tm: TaskModule) -> dict[str, Any]:
         keys += [k for k in extra if k not in keys]
     g = vars(tm.module)
     if not keys:
-        keys = [k for k, v in g.items()
-                if not k.startswith("_") and isinstance(v, (int, float)) and not isinstance(v, bool)]
+        keys = [
+            k for k, v in g.items() if not k.startswith("_") and isinstance(v, (int, float)) and not isinstance(v, bool)
+        ]
     return {k: g[k] for k in keys if k in g}
 
 
@@ -214,9 +223,16 @@ def _op_graph(tm: TaskModule, *, fallbacks: bool = True) -> opgraph.OpGraph:
 
 
 def _trace_of(g: opgraph.OpGraph) -> Trace:
-    return Trace(input_shapes=g.input_shapes, output_shapes=g.output_shapes, input_bytes=g.input_bytes,
-                 output_bytes=g.output_bytes, param_bytes=g.param_bytes, flops=g.flops, dtype=g.dtype,
-                 output_dtypes=g.output_dtypes)
+    return Trace(
+        input_shapes=g.input_shapes,
+        output_shapes=g.output_shapes,
+        input_bytes=g.input_bytes,
+        output_bytes=g.output_bytes,
+        param_bytes=g.param_bytes,
+        flops=g.flops,
+        dtype=g.dtype,
+        output_dtypes=g.output_dtypes,
+    )
 
 
 def untraced(tm: TaskModule) -> Trace:
@@ -230,9 +246,16 @@ def untraced(tm: TaskModule) -> Trace:
         ins = []
     floats = [t for t in ins if t.is_floating_point()]
     dtype = opgraph.dtype_name(floats[0].dtype) if floats and len({t.dtype for t in floats}) == 1 else "mixed"
-    return Trace(input_shapes=[list(t.shape) for t in ins], output_shapes=[], param_bytes=0, flops=0,
-                 input_bytes=sum(t.numel() * t.element_size() for t in ins), output_bytes=0,
-                 dtype=dtype if dtype in DTYPES else "mixed", output_dtypes=[])
+    return Trace(
+        input_shapes=[list(t.shape) for t in ins],
+        output_shapes=[],
+        param_bytes=0,
+        flops=0,
+        input_bytes=sum(t.numel() * t.element_size() for t in ins),
+        output_bytes=0,
+        dtype=dtype if dtype in DTYPES else "mixed",
+        output_dtypes=[],
+    )
 
 
 @functools.lru_cache(maxsize=1)
@@ -312,11 +335,12 @@ def solutions_of(path: Path) -> dict[str, str]:
     """Sibling solution files of a ``task.py``: name -> absolute path."""
     if path.name != "task.py":
         return {}
-    return {p.stem: str(p) for p in sorted(path.parent.glob("*.py")) if p.name != "task.py" and not p.name.startswith("_")}
+    return {
+        p.stem: str(p) for p in sorted(path.parent.glob("*.py")) if p.name != "task.py" and not p.name.startswith("_")
+    }
 
 
-def describe(path: Path, *, builtin: bool, max_bytes: int, shape: dict[str, Any] | None = None,
-             cache=None) -> TaskInfo:
+def describe(path: Path, *, builtin: bool, max_bytes: int, shape: dict[str, Any] | None = None, cache=None) -> TaskInfo:
     """Load a task file and build its TaskInfo (families, shapes, bytes, FLOPs, regime, what its forward runs)
     at ``shape`` (default: its own). ``cache`` (a JsonCache) keeps the traced part by content hash and shape."""
     source = read_source(path, max_bytes, what="task")
@@ -325,8 +349,9 @@ def describe(path: Path, *, builtin: bool, max_bytes: int, shape: dict[str, Any]
     tr, und = understand_task(tm, content_hash(source), cache)
     family = meta.get("family", und.family)
     if family not in FAMILIES or family in QUALIFIER_FAMILIES:
-        raise TaskError(f"task {str(path)!r}: family {family!r} is not one of "
-                        f"{sorted(set(FAMILIES) - QUALIFIER_FAMILIES)}")
+        raise TaskError(
+            f"task {str(path)!r}: family {family!r} is not one of {sorted(set(FAMILIES) - QUALIFIER_FAMILIES)}"
+        )
     dtype = meta.get("dtype", tr.dtype)
     if dtype not in DTYPES:
         raise TaskError(f"task {str(path)!r}: dtype {dtype!r} is not one of {list(DTYPES)}")

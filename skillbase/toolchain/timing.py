@@ -155,8 +155,10 @@ class Clock:
             import pynvml
 
             handle = self._nvml_handle()
-            read = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
-                pynvml.nvmlDeviceGetCurrentClocksThrottleReasons
+            read = (
+                getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
+                or pynvml.nvmlDeviceGetCurrentClocksThrottleReasons
+            )
             return bool(int(read(handle)) & LIMITER_REASONS)
         except Exception:  # no NVML, or a driver without the query
             return None
@@ -234,8 +236,7 @@ class Settled:
     top_mhz: int = 0  # the highest SM clock read (0: none could be read)
 
 
-def settle(call: Callable[[int], Any], n_sets: int, clock: Clock, flush: Any, *,
-           throttled: bool = False) -> Settled:
+def settle(call: Callable[[int], Any], n_sets: int, clock: Clock, flush: Any, *, throttled: bool = False) -> Settled:
     """Run ``call`` back to back until the GPU's clocks and power are in the state sustained work runs
     in: SETTLE_MAX_MS where the power limiter lowers the SM clock (or ``throttled`` says it will), else
     until the speed stops falling."""
@@ -316,8 +317,9 @@ def measure(
     call_ms = max(est_ms - flush_ms, 0.0)
     needs_hold = _force_hold or call_ms < HOLD_BELOW_MS or host_us * 1e-3 > 0.5 * est_ms
     hold = hold_cycles(host_us, mhz_before) if needs_hold and clock.sleep is not None else 0
-    settled, throttled, top_mhz, paced_ms = ("", False, 0, 0.0) if hold else _settled(call, n_sets, clock, flush,
-                                                                                         _limiter_late)
+    settled, throttled, top_mhz, paced_ms = (
+        ("", False, 0, 0.0) if hold else _settled(call, n_sets, clock, flush, _limiter_late)
+    )
     start = time.perf_counter()  # the sampling budget starts after the settling
     # Under the power limiter, sample across its swing (THROTTLED_SAMPLE_MS), whatever the CI says.
     span_s = THROTTLED_SAMPLE_MS / 1e3 if throttled else 0.0
@@ -401,19 +403,29 @@ def measure(
     clocks = f"; SM clock {mhz_before} -> {mhz_after} MHz" if mhz_before and mhz_after else ""
     held = ""
     if hold:
-        held = (f"; the GPU held by a {hold / (mhz_before or 2000):.0f} µs spin kernel before each start event so the "
-                f"host ({host_us:.0f} µs to queue a call, median) never delays the call: device time, ")
-        held += (f"less the {empty_ms * 1e3:.2f} µs an empty held event pair measures (10%-trimmed mean of "
-                 f"{clock.pair_n} pairs interleaved with the calls of this worker's first held timing)" if short else
-                 f"the event pair's own cost kept, as unheld timings keep it (a call of {raw_median * 1e3:.0f} µs is "
-                 f"not short: held only for its host)")
+        held = (
+            f"; the GPU held by a {hold / (mhz_before or 2000):.0f} µs spin kernel before each start event so the "
+            f"host ({host_us:.0f} µs to queue a call, median) never delays the call: device time, "
+        )
+        held += (
+            f"less the {empty_ms * 1e3:.2f} µs an empty held event pair measures (10%-trimmed mean of "
+            f"{clock.pair_n} pairs interleaved with the calls of this worker's first held timing)"
+            if short
+            else f"the event pair's own cost kept, as unheld timings keep it (a call of {raw_median * 1e3:.0f} µs is "
+            f"not short: held only for its host)"
+        )
     method = (
         f"CUDA events around each call; L2 flushed by a {flush.numel() * 4 // 2**20} MB memset before each call "
         f"(outside the events); {n_sets} input set(s) rotated; {len(samples)} samples in batches of {per_batch} "
-        + ("read after device-wide synchronization; " if hold else
-           "each read while the next ran (the last after device-wide synchronization); ")
+        + (
+            "read after device-wide synchronization; "
+            if hold
+            else "each read while the next ran (the last after device-wide synchronization); "
+        )
         + ("median with 95% CI" if n_sets == 1 else f"mean over the {n_sets} sets of each set's median, with 95% CI")
-        + held + settled + clocks
+        + held
+        + settled
+        + clocks
     )
     median_ms = quantile(sorted(samples), 0.5) if samples else 0.0
     if not hold and not _force_hold and clock.sleep is not None and 0 < median_ms < HOLD_BELOW_MS:
@@ -421,9 +433,11 @@ def measure(
         # 4 µs call look like 65 µs, and it was timed unheld at 22.7 µs, its launch gaps included (H100,
         # one evaluation in ten). What the samples say decides again: a call this short is held.
         again, how = measure(call, n_sets, clock, flush, plan, progress, _force_hold=True)
-        return again, how + (f"; timed again held: unheld, its median read {median_ms * 1e3:.1f} µs, under the "
-                             f"{HOLD_BELOW_MS * 1e3:.0f} µs below which a call is held (the first estimate, "
-                             f"{est_ms * 1e3:.0f} µs a call with its flush, had put it above)")
+        return again, how + (
+            f"; timed again held: unheld, its median read {median_ms * 1e3:.1f} µs, under the "
+            f"{HOLD_BELOW_MS * 1e3:.0f} µs below which a call is held (the first estimate, "
+            f"{est_ms * 1e3:.0f} µs a call with its flush, had put it above)"
+        )
     top_mhz = max(top_mhz, mhz_before or 0)
     if not hold and not throttled and not _limiter_late and _limiter_began(clock, top_mhz, mhz_after):
         # Settling ended before the limiter acted (a heavy call's first ~150 ms run at boost clocks, with no
@@ -431,17 +445,27 @@ def measure(
         # matmul_bias_gelu/naive 2394 µs so, and 2530 µs in its other evaluation. Settle the whole time and
         # sample again.
         again, how = measure(call, n_sets, clock, flush, plan, progress, _limiter_late=True)
-        return again, how + (f"; sampled again: the power limiter began to act only while {len(samples)} first "
-                             f"samples were taken (SM clock {top_mhz} -> {mhz_after} MHz)")
+        return again, how + (
+            f"; sampled again: the power limiter began to act only while {len(samples)} first "
+            f"samples were taken (SM clock {top_mhz} -> {mhz_after} MHz)"
+        )
     # Checked after the limiter: a clock that fell while sampling also reads slower than settling did.
     paced_call_ms = paced_ms - flush_ms
-    if (not hold and not _force_hold and not throttled and clock.sleep is not None and paced_call_ms > 0
-            and median_ms > paced_call_ms * (1 + HOST_WAIT_TOLERANCE)):
+    if (
+        not hold
+        and not _force_hold
+        and not throttled
+        and clock.sleep is not None
+        and paced_call_ms > 0
+        and median_ms > paced_call_ms * (1 + HOST_WAIT_TOLERANCE)
+    ):
         again, how = measure(call, n_sets, clock, flush, plan, progress, _force_hold=True)
-        return again, how + (f"; timed again held: unheld, its median read {median_ms * 1e3:.1f} µs, "
-                             f"{100 * (median_ms / paced_call_ms - 1):.0f}% over the {paced_call_ms * 1e3:.1f} µs "
-                             "a call took back to back while settling (the GPU waited for the host inside the "
-                             f"samples; the host took {host_us:.0f} µs to queue a call, median)")
+        return again, how + (
+            f"; timed again held: unheld, its median read {median_ms * 1e3:.1f} µs, "
+            f"{100 * (median_ms / paced_call_ms - 1):.0f}% over the {paced_call_ms * 1e3:.1f} µs "
+            "a call took back to back while settling (the GPU waited for the host inside the "
+            f"samples; the host took {host_us:.0f} µs to queue a call, median)"
+        )
     return samples, method
 
 
@@ -460,7 +484,7 @@ def trimmed_mean(values: list[float], cut: float = 0.1) -> float:
     an H100, which is why ``measure`` takes it once per worker and keeps it.)"""
     v = sorted(values)
     k = int(len(v) * cut)
-    kept = v[k:len(v) - k] or v
+    kept = v[k : len(v) - k] or v
     return sum(kept) / len(kept)
 
 
@@ -476,8 +500,9 @@ def _held_event_pairs(clock: Clock, flush: Any, hold: int, n: int) -> list[tuple
     return pairs
 
 
-def host_per_call(call: Callable[[int], Any], n_sets: int, clock: Clock, budget_s: float = 0.2,
-                  batches: int = 5) -> float:
+def host_per_call(
+    call: Callable[[int], Any], n_sets: int, clock: Clock, budget_s: float = 0.2, batches: int = 5
+) -> float:
     """What a caller pays per call, launches included: the wall time of back-to-back calls (no
     flush, one synchronization per batch) over the calls made, median of ``batches`` batches, ms."""
     clock.synchronize()
@@ -502,11 +527,21 @@ def _settled(call, n_sets: int, clock: Clock, flush, throttled: bool = False) ->
     says of it, whether the limiter acts, the highest SM clock read, and the ms a call with its flush
     took back to back in the last window."""
     st = settle(call, n_sets, clock, flush, throttled=throttled)
-    why = ("the power limiter holds the SM clock down; sampled for at least "
-           f"{THROTTLED_SAMPLE_MS:.0f} ms, across its swing" if st.throttled else "the call stopped slowing down")
-    return ((f"; sampled after {st.spent_ms:.0f} ms of back-to-back calls ({why}; {SETTLE_WINDOW_MS:.0f} ms "
-             f"windows: {st.windows[0]:.1f} -> {st.windows[-1]:.1f} µs a call)"), st.throttled, st.top_mhz,
-            st.windows[-1] / 1e3 if st.windows else 0.0)
+    why = (
+        "the power limiter holds the SM clock down; sampled for at least "
+        f"{THROTTLED_SAMPLE_MS:.0f} ms, across its swing"
+        if st.throttled
+        else "the call stopped slowing down"
+    )
+    return (
+        (
+            f"; sampled after {st.spent_ms:.0f} ms of back-to-back calls ({why}; {SETTLE_WINDOW_MS:.0f} ms "
+            f"windows: {st.windows[0]:.1f} -> {st.windows[-1]:.1f} µs a call)"
+        ),
+        st.throttled,
+        st.top_mhz,
+        st.windows[-1] / 1e3 if st.windows else 0.0,
+    )
 
 
 def _estimate_flush(clock: Clock, flush) -> float:

@@ -32,7 +32,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from skillbase.models import FAMILIES, FusionInfo, Hardware, OpInfo, TaskUnderstanding, family_lineage
-
 from skillbase.toolchain.opgraph import Op, OpGraph
 
 MAX_OPS = 64
@@ -63,8 +62,12 @@ class Roof:
 
 # fp32 products run on CUDA cores here: TF32 tensor cores round too coarsely for
 # KernelBench's fp32 tolerance (1e-4), which a task keeps unless its META relaxes it.
-DEFAULT_ROOF = Roof("H100 SXM, nominal (3350 GB/s; 67 TFLOP/s fp32; 989 TFLOP/s fp16/bf16 tensor cores)",
-                    3350.0, 67.0, {"fp16": 989.0, "bf16": 989.0, "mixed": 989.0, "fp8": 1979.0, "int8": 1979.0})
+DEFAULT_ROOF = Roof(
+    "H100 SXM, nominal (3350 GB/s; 67 TFLOP/s fp32; 989 TFLOP/s fp16/bf16 tensor cores)",
+    3350.0,
+    67.0,
+    {"fp16": 989.0, "bf16": 989.0, "mixed": 989.0, "fp8": 1979.0, "int8": 1979.0},
+)
 
 
 def roof_of(hw: Hardware) -> Roof | None:
@@ -72,11 +75,22 @@ def roof_of(hw: Hardware) -> Roof | None:
     matmul rates; a rate it did not measure keeps DEFAULT_ROOF's."""
     if not hw.peak_gbps:
         return None
-    rates = {d: hw.peak_tflops.get(k) or hw.peak_tflops.get(alt, 0.0) or DEFAULT_ROOF.tensor_tflops[d]
-             for d, k, alt in (("fp16", "fp16", "bf16"), ("bf16", "bf16", "fp16"), ("mixed", "bf16", "fp16"),
-                               ("fp8", "fp8", "fp8"), ("int8", "int8", "int8"))}
-    return Roof(f"{hw.name} ({hw.arch}), measured: {hw.peak_gbps:.0f} GB/s", hw.peak_gbps,
-                hw.peak_tflops.get("fp32") or DEFAULT_ROOF.fp32_tflops, rates)
+    rates = {
+        d: hw.peak_tflops.get(k) or hw.peak_tflops.get(alt, 0.0) or DEFAULT_ROOF.tensor_tflops[d]
+        for d, k, alt in (
+            ("fp16", "fp16", "bf16"),
+            ("bf16", "bf16", "fp16"),
+            ("mixed", "bf16", "fp16"),
+            ("fp8", "fp8", "fp8"),
+            ("int8", "int8", "int8"),
+        )
+    }
+    return Roof(
+        f"{hw.name} ({hw.arch}), measured: {hw.peak_gbps:.0f} GB/s",
+        hw.peak_gbps,
+        hw.peak_tflops.get("fp32") or DEFAULT_ROOF.fp32_tflops,
+        rates,
+    )
 
 
 def understand(graph: OpGraph, roof: Roof = DEFAULT_ROOF) -> TaskUnderstanding:
@@ -88,10 +102,18 @@ def understand(graph: OpGraph, roof: Roof = DEFAULT_ROOF) -> TaskUnderstanding:
     regime, floor_us = regime_of(flops, fusion.min_bytes, graph.dtype, primary, roof)
     kernel_ops = [o for o in graph.ops if o.kernels]
     u = TaskUnderstanding(
-        family=primary, families=families, ops=[op_info(o) for o in kernel_ops[:MAX_OPS]], ops_total=len(kernel_ops),
-        bytes=fusion.min_bytes, flops=flops, transcendentals=trans,
-        intensity=round(flops / fusion.min_bytes, 4) if fusion.min_bytes else 0.0, regime=regime, device=roof.name,
-        fusion=fusion, traced=graph.traced,
+        family=primary,
+        families=families,
+        ops=[op_info(o) for o in kernel_ops[:MAX_OPS]],
+        ops_total=len(kernel_ops),
+        bytes=fusion.min_bytes,
+        flops=flops,
+        transcendentals=trans,
+        intensity=round(flops / fusion.min_bytes, 4) if fusion.min_bytes else 0.0,
+        regime=regime,
+        device=roof.name,
+        fusion=fusion,
+        traced=graph.traced,
     )
     u.summary = _summary(graph, u, floor_us)
     return u
@@ -100,10 +122,14 @@ def understand(graph: OpGraph, roof: Roof = DEFAULT_ROOF) -> TaskUnderstanding:
 def failed(reasons: list[str], input_bytes: int = 0) -> TaskUnderstanding:
     """The description of a forward that could not be traced: family 'other', the reasons in the summary."""
     return TaskUnderstanding(
-        family="other", families=["other"], bytes=input_bytes, traced="failed",
+        family="other",
+        families=["other"],
+        bytes=input_bytes,
+        traced="failed",
         fusion=FusionInfo(min_bytes=input_bytes),
         summary="The forward could not be traced, so its ops, FLOPs and family are unknown (family 'other'); "
-                + "; ".join(reasons) + ". It can still be benchmarked.",
+        + "; ".join(reasons)
+        + ". It can still be benchmarked.",
     )
 
 
@@ -148,9 +174,18 @@ def op_family(op: Op) -> str | None:
         if groups > 1 and len(x) > 1 and groups == x[1] and op.in_shapes[1][1] == 1:
             return "depthwise_conv"
         return "conv"
-    return {"attention": "attention", "softmax": "softmax", "norm": "norm", "pooling": "pooling",
-            "argreduce": "argreduce", "scan": "scan", "loss": "loss", "reduction": "reduction", "layout": "layout",
-            "elementwise": "elementwise"}.get(k)
+    return {
+        "attention": "attention",
+        "softmax": "softmax",
+        "norm": "norm",
+        "pooling": "pooling",
+        "argreduce": "argreduce",
+        "scan": "scan",
+        "loss": "loss",
+        "reduction": "reduction",
+        "layout": "layout",
+        "elementwise": "elementwise",
+    }.get(k)
 
 
 def _batch(op: Op) -> int:
@@ -192,8 +227,14 @@ def _primary(graph: OpGraph, ops: list[Op], attention: set[int], total: int) -> 
         if kind in kinds:
             return kind, None
     if "reduction" in kinds:
-        fed = any(_producer(graph, vid) is not None and _producer(graph, vid).kind == "elementwise"
-                  and _producer(graph, vid).flops for o in ops if o.kind == "reduction" for vid in o.reads)
+        fed = any(
+            _producer(graph, vid) is not None
+            and _producer(graph, vid).kind == "elementwise"
+            and _producer(graph, vid).flops
+            for o in ops
+            if o.kind == "reduction"
+            for vid in o.reads
+        )
         return ("fused_reduction" if fed else "reduction"), None
     if kinds <= {"layout"}:
         return "layout", None
@@ -259,8 +300,11 @@ def _reduces_inputs_to_scalar(graph: OpGraph, ops: list[Op]) -> bool:
     """Two or more inputs combined and reduced to one number: a loss written out by hand."""
     outs = [graph.values[v] for v in graph.outputs]
     used = [v for v in graph.inputs if graph.values[v].consumers]
-    return (len(used) >= 2 and all(len(v.shape) == 0 or _numel(v.shape) == 1 for v in outs)
-            and any(o.kind in ("reduction", "norm") for o in ops))
+    return (
+        len(used) >= 2
+        and all(len(v.shape) == 0 or _numel(v.shape) == 1 for v in outs)
+        and any(o.kind in ("reduction", "norm") for o in ops)
+    )
 
 
 def _manual_softmax(graph: OpGraph, ops: list[Op]) -> bool:
@@ -273,8 +317,9 @@ def _manual_norm(graph: OpGraph, ops: list[Op]) -> bool:
     for r in (o for o in ops if o.kind == "reduction" and o.base in _SUM_LIKE | _MAX_LIKE):
         reduced = max((graph.values[v].nbytes for v in r.reads), default=0)
         for c in _downstream(graph, r, {"elementwise"}):
-            if c.base in _COMBINE and any(graph.values[v].nbytes >= reduced > 0 for v in c.reads
-                                          if graph.values[v].producer != r.index):
+            if c.base in _COMBINE and any(
+                graph.values[v].nbytes >= reduced > 0 for v in c.reads if graph.values[v].producer != r.index
+            ):
                 return True
     return False
 
@@ -343,35 +388,58 @@ def fusion_of(graph: OpGraph) -> FusionInfo:
     # Inputs and weights an op overwrites in place (running statistics, counters) are written back once.
     mutated = {v.root for v in graph.values.values() if v.root is not None}
     outputs = set(graph.outputs)
-    min_bytes = sum(graph.values[v].nbytes for v in read_external | mutated) + sum(
-        graph.values[v].nbytes for v in outputs) + sum(graph.values[v].nbytes for v in mutated)
-    intermediate = sum(v.nbytes for v in graph.values.values()
-                       if v.source == "op" and v.consumers and v.id not in outputs)
+    min_bytes = (
+        sum(graph.values[v].nbytes for v in read_external | mutated)
+        + sum(graph.values[v].nbytes for v in outputs)
+        + sum(graph.values[v].nbytes for v in mutated)
+    )
+    intermediate = sum(
+        v.nbytes for v in graph.values.values() if v.source == "op" and v.consumers and v.id not in outputs
+    )
     eager = sum(o.bytes for o in ops if o.kernels)
-    return FusionInfo(eager_kernels=sum(o.kernels for o in ops), eager_bytes=eager, min_bytes=min_bytes,
-                      intermediate_bytes=intermediate, removable_bytes=max(0, eager - min_bytes))
+    return FusionInfo(
+        eager_kernels=sum(o.kernels for o in ops),
+        eager_bytes=eager,
+        min_bytes=min_bytes,
+        intermediate_bytes=intermediate,
+        removable_bytes=max(0, eager - min_bytes),
+    )
 
 
 def op_info(op: Op) -> OpInfo:
     """The public record of one op."""
-    return OpInfo(op=op.name, kind=op.kind, family=op_family(op), inputs=op.in_shapes[:4],
-                  output=op.out_shapes[0] if op.out_shapes else [], dtype=op.dtype, flops=op.flops,
-                  transcendentals=op.transcendentals, bytes=op.bytes)
+    return OpInfo(
+        op=op.name,
+        kind=op.kind,
+        family=op_family(op),
+        inputs=op.in_shapes[:4],
+        output=op.out_shapes[0] if op.out_shapes else [],
+        dtype=op.dtype,
+        flops=op.flops,
+        transcendentals=op.transcendentals,
+        bytes=op.bytes,
+    )
 
 
 def _summary(graph: OpGraph, u: TaskUnderstanding, floor_us: float) -> str:
     ops = [o for o in graph.ops if o.kernels]
     names = [o.name.removeprefix("aten.") for o in ops]
     shown = ", ".join(names[:12]) + (f", ... ({len(names)} in all)" if len(names) > 12 else "")
-    where = {"meta": "on the meta device", "meta_after_cpu_init": "on the meta device after a CPU init",
-             "cpu_shrunk": "on CPU tensors at a shrunk shape"}[graph.traced]
+    where = {
+        "meta": "on the meta device",
+        "meta_after_cpu_init": "on the meta device after a CPU init",
+        "cpu_shrunk": "on CPU tensors at a shrunk shape",
+    }[graph.traced]
     f = u.fusion
-    text = (f"Traced {where}: {shown or 'no kernel ops'}. Family {u.family}"
-            + (f" (also {', '.join(u.families[1:6])})" if len(u.families) > 1 else "") + ". "
-            f"{f.eager_kernels} eager kernels move {f.eager_bytes / 1e6:.1f} MB; one fused kernel must move "
-            f"{f.min_bytes / 1e6:.1f} MB ({f.removable_bytes / 1e6:.1f} MB of intermediate traffic removable). "
-            f"{u.flops / 1e9:.3f} GFLOP ({u.transcendentals / 1e9:.3f} G transcendental), "
-            f"{u.intensity:.2f} FLOP/B: {u.regime}-bound on {u.device} (fused floor {floor_us:.1f} µs).")
+    text = (
+        f"Traced {where}: {shown or 'no kernel ops'}. Family {u.family}"
+        + (f" (also {', '.join(u.families[1:6])})" if len(u.families) > 1 else "")
+        + ". "
+        f"{f.eager_kernels} eager kernels move {f.eager_bytes / 1e6:.1f} MB; one fused kernel must move "
+        f"{f.min_bytes / 1e6:.1f} MB ({f.removable_bytes / 1e6:.1f} MB of intermediate traffic removable). "
+        f"{u.flops / 1e9:.3f} GFLOP ({u.transcendentals / 1e9:.3f} G transcendental), "
+        f"{u.intensity:.2f} FLOP/B: {u.regime}-bound on {u.device} (fused floor {floor_us:.1f} µs)."
+    )
     uncounted = sorted({o.name for o in ops if o.attrs.get("no_cost_rule")})
     if uncounted:
         text += f" No cost rule for {', '.join(uncounted[:6])}: counted as 0 FLOPs."

@@ -35,6 +35,7 @@ def fast_path_status() -> str:
     """'' while the kernels work; otherwise why the PyTorch forms took over."""
     return _fast_broken[0] if _fast_broken else ""
 
+
 # Bytes that unwritten memory holds: the GPU worker fills freed allocator blocks
 # with 0xFF (NaN in every float format); on CPU glibc's MALLOC_PERTURB_=128
 # makes fresh allocations 0x7F bytes (3.39e38 in fp32, NaN in fp16).
@@ -91,8 +92,9 @@ def compare(torch, out, ref, atol: float, rtol: float, poison_byte: int | None) 
     fast = _fast(torch, ref)
     if fast is not None:
         try:
-            st = fast.compare_stats(torch, o_all.contiguous(), r_all.contiguous(),
-                                    lambda t: _int_view(torch, t), atol, rtol, poison, exact)
+            st = fast.compare_stats(
+                torch, o_all.contiguous(), r_all.contiguous(), lambda t: _int_view(torch, t), atol, rtol, poison, exact
+            )
         except Exception as e:  # noqa: BLE001 - a kernel that cannot build here: the PyTorch form
             _fast_broken.append(f"{type(e).__name__}: {str(e)[:300]}")
         else:
@@ -104,7 +106,7 @@ def compare(torch, out, ref, atol: float, rtol: float, poison_byte: int | None) 
     sq_diff = sq_ref = 0.0
     worst = -1.0
     for s in range(0, n, CHUNK):
-        o, r = o_all[s:s + CHUNK], r_all[s:s + CHUNK]
+        o, r = o_all[s : s + CHUNK], r_all[s : s + CHUNK]
         if poison is not None:
             oi, ri = _int_view(torch, o.contiguous()), _int_view(torch, r.contiguous())
             c.unwritten += int(((oi == poison) & (ri != poison)).sum().item())
@@ -135,15 +137,20 @@ def compare(torch, out, ref, atol: float, rtol: float, poison_byte: int | None) 
 
 
 def _conclude(c: Comparison, n: int, atol: float, rtol: float, sq_diff: float, sq_ref: float) -> Comparison:
-    c.rel_norm = (sq_diff ** 0.5) / (sq_ref ** 0.5) if sq_ref > 0 else (0.0 if sq_diff == 0 else float("inf"))
+    c.rel_norm = (sq_diff**0.5) / (sq_ref**0.5) if sq_ref > 0 else (0.0 if sq_diff == 0 else float("inf"))
     if c.unwritten:
-        c.ok, c.problem = False, f"{c.unwritten} of {n} elements were never written (they still hold the poison pattern)"
+        c.ok, c.problem = (
+            False,
+            f"{c.unwritten} of {n} elements were never written (they still hold the poison pattern)",
+        )
     elif c.nonfinite:
         c.ok, c.problem = False, f"{c.nonfinite} of {n} elements are NaN/Inf where the reference is finite"
     elif c.mismatched:
         c.ok = False
-        c.problem = (f"{c.mismatched} of {n} elements differ beyond atol={atol:g}, rtol={rtol:g} "
-                     f"(max abs error {c.max_abs:.3g} at flat index {c.worst_index})")
+        c.problem = (
+            f"{c.mismatched} of {n} elements differ beyond atol={atol:g}, rtol={rtol:g} "
+            f"(max abs error {c.max_abs:.3g} at flat index {c.worst_index})"
+        )
     return c
 
 
@@ -165,7 +172,7 @@ def fingerprint(torch, t) -> tuple:
             _fast_broken.append(f"{type(e).__name__}: {str(e)[:300]}")
     total = 0
     for s in range(0, bits.numel(), CHUNK):
-        chunk = bits[s:s + CHUNK].to(torch.int64)
+        chunk = bits[s : s + CHUNK].to(torch.int64)
         w = torch.arange(s, s + chunk.numel(), device=chunk.device, dtype=torch.int64) % 1_000_003 + 1
         total = (total + int((chunk * w).sum().item())) & ((1 << 64) - 1)
     return (tuple(t.shape), tuple(t.stride()), str(t.dtype), total)

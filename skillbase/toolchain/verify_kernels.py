@@ -28,8 +28,21 @@ _NO_INDEX = tl.constexpr(NO_INDEX)  # the kernels' copy (a jitted function reads
 
 
 @triton.jit
-def _compare_kernel(o_ptr, r_ptr, oi_ptr, ri_ptr, n, tol_ptr, pv, stats_f, stats_i,
-                    BLOCK: tl.constexpr, ITERS: tl.constexpr, EXACT: tl.constexpr, POISON: tl.constexpr):
+def _compare_kernel(
+    o_ptr,
+    r_ptr,
+    oi_ptr,
+    ri_ptr,
+    n,
+    tol_ptr,
+    pv,
+    stats_f,
+    stats_i,
+    BLOCK: tl.constexpr,
+    ITERS: tl.constexpr,
+    EXACT: tl.constexpr,
+    POISON: tl.constexpr,
+):
     # The tolerances in float64 (a Python float argument would arrive rounded to float32).
     atol = tl.load(tol_ptr)
     rtol = tl.load(tol_ptr + 1)
@@ -122,18 +135,37 @@ def compare_stats(torch, o, r, int_view, atol: float, rtol: float, poison: int |
     oi = int_view(o) if (exact or poison is not None) else o
     ri = int_view(r) if (exact or poison is not None) else r
     tol = torch.tensor([float(atol), float(rtol)], dtype=torch.float64, device=o.device)
-    _compare_kernel[(grid,)](o, r, oi, ri, n, tol, int(poison or 0), stats_f, stats_i,
-                             BLOCK=BLOCK, ITERS=ITERS, EXACT=exact, POISON=poison is not None)
+    _compare_kernel[(grid,)](
+        o,
+        r,
+        oi,
+        ri,
+        n,
+        tol,
+        int(poison or 0),
+        stats_f,
+        stats_i,
+        BLOCK=BLOCK,
+        ITERS=ITERS,
+        EXACT=exact,
+        POISON=poison is not None,
+    )
     sf, si = stats_f.view(grid, 3), stats_i.view(grid, 5)
     top = sf[:, 0].max()
     at = torch.where(sf[:, 0] == top, si[:, 3], torch.full_like(si[:, 3], NO_INDEX)).min()
     folded = torch.stack([si[:, 0].sum(), si[:, 1].sum(), si[:, 2].sum(), at, si[:, 4].min()]).tolist()
     floats = torch.stack([top, sf[:, 1].sum(), sf[:, 2].sum()]).tolist()  # apart: indices exceed float64's 2**53
     unwritten, nonfinite, mismatched, worst_at, first_bad = (int(v) for v in folded)
-    return {"unwritten": unwritten, "nonfinite": nonfinite, "mismatched": mismatched,
-            "max_abs": max(floats[0], 0.0), "worst_index": None if worst_at >= NO_INDEX else worst_at,
-            "first_bad": None if first_bad >= NO_INDEX else first_bad,
-            "sq_diff": floats[1], "sq_ref": floats[2]}
+    return {
+        "unwritten": unwritten,
+        "nonfinite": nonfinite,
+        "mismatched": mismatched,
+        "max_abs": max(floats[0], 0.0),
+        "worst_index": None if worst_at >= NO_INDEX else worst_at,
+        "first_bad": None if first_bad >= NO_INDEX else first_bad,
+        "sq_diff": floats[1],
+        "sq_ref": floats[2],
+    }
 
 
 def fingerprint_sum(torch, bits) -> int:

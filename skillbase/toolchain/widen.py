@@ -33,8 +33,11 @@ _Q_ZEROS, _Q_TIES, _Q_LARGE = 0.012533, 0.025069, 2.575829
 def forward_names(model_cls: type, n: int) -> list[str]:
     """The names of ``forward``'s first ``n`` parameters (``arg{i}`` where it takes *args)."""
     try:
-        params = [p for p in inspect.signature(model_cls.forward).parameters.values()
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)][1:]
+        params = [
+            p
+            for p in inspect.signature(model_cls.forward).parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ][1:]
     except (TypeError, ValueError):
         params = []
     names = [p.name for p in params]
@@ -54,8 +57,9 @@ def _fold_(c, lo, hi) -> None:
         c.abs_().neg_().add_(hi)
 
 
-def widen(torch, inputs: list, names: list[str], domain: dict[str, Any] | None, seed: int
-          ) -> tuple[list, dict[str, str], float]:
+def widen(
+    torch, inputs: list, names: list[str], domain: dict[str, Any] | None, seed: int
+) -> tuple[list, dict[str, str], float]:
     """The widened copy of ``inputs``; per widened input, the distribution it was drawn from; and
     how many times larger the widened magnitudes are than the drawn ones (at least 1). Each widened
     entry of ``inputs`` is released from that list as it is replaced (multi-GB inputs are not held
@@ -79,11 +83,11 @@ def widen(torch, inputs: list, names: list[str], domain: dict[str, Any] | None, 
         # Drawn on the input's device: a CPU draw of a multi-GB input takes minutes.
         gen = torch.Generator(device=device).manual_seed(seed + len(out))
         w = torch.randn(shape, generator=gen, dtype=torch.float32, device=device)
-        lo, hi = (rule if isinstance(rule, (list, tuple)) and len(rule) == 2 else (None, None))
+        lo, hi = rule if isinstance(rule, (list, tuple)) and len(rule) == 2 else (None, None)
         top = torch.zeros((), dtype=torch.float32, device=device)
         flat = w.view(-1)
         for s in range(0, flat.numel(), CHUNK):
-            c = flat[s:s + CHUNK]
+            c = flat[s : s + CHUNK]
             # The draw itself picks which elements become zeros and ties (|z| small has a known
             # probability), so no second tensor of the input's size is needed.
             a = c.abs()
@@ -102,6 +106,8 @@ def widen(torch, inputs: list, names: list[str], domain: dict[str, Any] | None, 
         out.append(w if dtype == torch.float32 else w.to(dtype=dtype))
         del w, flat
         where = "" if lo is None and hi is None else f" folded into [{lo}, {hi}]"
-        drawn[name] = (f"N(0, {scale:g}^2) with its 1% tails x{LARGE:g} (up to about ±{scale * LARGE * 4:g}), "
-                       f"{ZEROS:.0%} exact zeros and {TIES:.0%} exact ties{where}")
+        drawn[name] = (
+            f"N(0, {scale:g}^2) with its 1% tails x{LARGE:g} (up to about ±{scale * LARGE * 4:g}), "
+            f"{ZEROS:.0%} exact zeros and {TIES:.0%} exact ties{where}"
+        )
     return out, drawn, ratio

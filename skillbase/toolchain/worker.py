@@ -61,9 +61,8 @@ def setup(kind: str):
     import triton  # noqa: F401
     import triton.testing  # noqa: F401
 
-    from skillbase.toolchain import buildcache
+    from skillbase.toolchain import buildcache, evaluate, guards, profiling, roofline, timing, verify  # noqa: F401
     from skillbase.toolchain import compile as _compile  # noqa: F401
-    from skillbase.toolchain import evaluate, guards, profiling, roofline, timing, verify  # noqa: F401
     from skillbase.toolchain.evaluate import WorkerEnv
 
     buildcache.install(torch)  # before the integrity snapshot: the wrapper is part of the baseline
@@ -85,9 +84,17 @@ def setup(kind: str):
     elif os.environ.get("MALLOC_PERTURB_") == verify.CPU_MALLOC_PERTURB:
         poison = verify.CPU_POISON_BYTE
     _settle_lazy_imports(torch, kind, clock)
-    env = WorkerEnv(torch=torch, device=device, kind="cuda" if kind == "cuda" else "cpu",
-                    integrity=guards.Integrity(torch), recorder=recorder, workdir=workdir, clock=clock,
-                    l2_bytes=l2, poison_byte=poison)
+    env = WorkerEnv(
+        torch=torch,
+        device=device,
+        kind="cuda" if kind == "cuda" else "cpu",
+        integrity=guards.Integrity(torch),
+        recorder=recorder,
+        workdir=workdir,
+        clock=clock,
+        l2_bytes=l2,
+        poison_byte=poison,
+    )
     if kind != "compile":
         _self_test(env)
     return env
@@ -135,10 +142,19 @@ def _self_test(env) -> None:
 
     task = env.workdir / "selftest_task.py"
     task.write_text(_SELF_TEST_TASK)
-    req = {"task_path": str(task), "shape": None, "source": _SELF_TEST_SOLUTION, "solution_path": "selftest.py",
-           "language": "triton", "trials": 5, "tolerance": {"atol": 0.0, "rtol": 0.0}, "extra_shapes": [],
-           "output_bytes": [4 * 4099], "baselines": [],
-           "timing": {"budget_s": 0.05, "target_ci": 0.05} if env.kind == "cuda" else None}
+    req = {
+        "task_path": str(task),
+        "shape": None,
+        "source": _SELF_TEST_SOLUTION,
+        "solution_path": "selftest.py",
+        "language": "triton",
+        "trials": 5,
+        "tolerance": {"atol": 0.0, "rtol": 0.0},
+        "extra_shapes": [],
+        "output_bytes": [4 * 4099],
+        "baselines": [],
+        "timing": {"budget_s": 0.05, "target_ci": 0.05} if env.kind == "cuda" else None,
+    }
     result = evaluate(env, req, lambda f, m: None)
     if result["verdict"] != "correct":
         sys.stderr.write(f"worker self-test: {result['verdict']}: {result['message']}\n")
@@ -183,8 +199,11 @@ def prepare(req: dict) -> dict:
     if source is not None:
         import hashlib
 
-        folder = Path("/tmp" if Path("/tmp").is_dir() else Path.cwd()) / "skillbase-tasks" / \
-            hashlib.sha256(source.encode()).hexdigest()[:16]
+        folder = (
+            Path("/tmp" if Path("/tmp").is_dir() else Path.cwd())
+            / "skillbase-tasks"
+            / hashlib.sha256(source.encode()).hexdigest()[:16]
+        )
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / Path(req["task_path"]).name
         path.write_text(source, encoding="utf-8")  # written afresh for each request: nothing left before counts
@@ -309,7 +328,7 @@ def _children() -> dict[int, list[int]]:
             stat = Path(f"/proc/{entry}/stat").read_text()
         except OSError:
             continue
-        ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+        ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
         kids.setdefault(ppid, []).append(int(entry))
     return kids
 
