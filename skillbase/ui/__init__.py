@@ -27,8 +27,9 @@ def build_app(sb: Any, *, warm: bool = False):
     return build(sb, warm=warm)
 
 
-def standalone_app(sb: Any, *, host: str, port: int, token: str | None, allowed_hosts: list[str] = (),
-                   warm: bool = False):
+def standalone_app(
+    sb: Any, *, host: str, port: int, token: str | None, allowed_hosts: list[str] = (), warm: bool = False
+):
     """The UI under ``/ui`` (``/`` redirects there) behind the MCP transport's token, Host and
     Origin rules; ConfigError for a non-loopback ``host`` without a token."""
     from starlette.applications import Starlette
@@ -43,8 +44,15 @@ def standalone_app(sb: Any, *, host: str, port: int, token: str | None, allowed_
     return guard_app(app, host=host, port=port, token=token, allowed_hosts=list(allowed_hosts))
 
 
-def serve_ui(sb: Any, *, host: str = "127.0.0.1", port: int = 8766, token: str | None = None,
-             allowed_hosts: list[str] = (), log_level: str = "warning") -> None:
+def serve_ui(
+    sb: Any,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8766,
+    token: str | None = None,
+    allowed_hosts: list[str] = (),
+    log_level: str = "warning",
+) -> None:
     """Serve the UI until interrupted (blocking)."""
     import uvicorn
 

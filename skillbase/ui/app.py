@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import logging
+import math
+import re
 import threading
 from pathlib import Path
 from typing import Any, Callable
@@ -35,17 +37,45 @@ log = logging.getLogger("skillbase.ui")
 HERE = Path(__file__).parent
 PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
 STATUS = {Forbidden: 403, InvalidInput: 400, NotFound: 404}
-TITLES = {400: "Not a valid request", 403: "Not allowed", 404: "Not found", 500: "Something went wrong"}
+TITLES = {
+    400: "Not a valid request",
+    403: "Not allowed",
+    404: "Not found",
+    405: "Not a page to open",
+    500: "Something went wrong",
+}
 
 
 def duration(ms: float | None) -> str:
     """A time in the unit its size calls for: 4.25 µs, 812 µs, 1.234 ms, 28.1 ms."""
     if ms is None:
         return "—"
-    if ms < 1:
-        us = ms * 1e3
-        return f"{us:.3g} µs" if us >= 1 else f"{us:.2f} µs"
-    return f"{ms:.4g} ms" if ms < 1000 else f"{ms / 1e3:.3g} s"
+    us = ms * 1e3
+    if us < 999.5:  # from 999.5 µs, 3 digits of µs would read "1e+03 µs"
+        return f"{us:.3g} µs" if us >= 1 else f"{us:.2g} µs"
+    if ms < 999.95:
+        return f"{ms:.4g} ms"
+    return f"{ms / 1e3:.3g} s" if ms < 999_500 else f"{ms / 1e3:,.0f} s"
+
+
+# A time a report's own text prints (check details, notes): "3294.66 µs", "3.0-3.2 ms".
+_TIME_IN_TEXT = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)(?:\s?[-–]\s?(\d+(?:\.\d+)?))?\s?(µs|ms)\b")
+
+
+def times_in_text(text: str | None) -> str:
+    """The toolchain's text (written in µs for the agent) with each time as ``duration`` prints it, so
+    a check reading "median 4260.99 µs" sits beside a table reading "4.261 ms" as "median 4.261 ms"."""
+
+    def one(m: re.Match) -> str:
+        scale = 1e-3 if m.group(3) == "µs" else 1.0
+        low = duration(float(m.group(1)) * scale)
+        if m.group(2) is None:
+            return low
+        high = duration(float(m.group(2)) * scale)
+        low_value, low_unit = low.split()
+        return f"{low_value}–{high}" if high.endswith(f" {low_unit}") else f"{low} – {high}"
+
+    return _TIME_IN_TEXT.sub(one, text or "")
 
 
 def number(v: Any) -> str:
@@ -66,7 +96,21 @@ def relative(v: float | None) -> str:
     if v is None:
         return "—"
     pct = v * 100
+    if 0 < pct < 0.01:
+        return "<0.01%"
     return f"{pct:.2g}%" if pct < 1 else f"{pct:.1f}%"
+
+
+def readable(value: Any) -> Any:
+    """``value`` with every float cut to 4 significant digits, for the JSON a page prints as text
+    (a compile report's 3.2417502403259277 s reads 3.242)."""
+    if isinstance(value, float):
+        return float(f"{value:.4g}") if math.isfinite(value) else value
+    if isinstance(value, dict):
+        return {k: readable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [readable(v) for v in value]
+    return value
 
 
 def percent_of_sol(v: float | None) -> Markup:
@@ -75,12 +119,18 @@ def percent_of_sol(v: float | None) -> Markup:
         return Markup("—")
     if v <= 100:
         return Markup(f"{v:.0f}%")
-    return Markup(f'<span class="over" title="above the measured bandwidth roof: the roof is calibrated below what '
-                  f'this kernel reached on this GPU">{v:.0f}%&thinsp;*</span>')
+    return Markup(
+        f'<span class="over" title="above the measured bandwidth roof: the roof is calibrated below what '
+        f'this kernel reached on this GPU">{v:.0f}%&thinsp;*</span>'
+    )
+
+
 # Scripts only from this app (the inline JSON blocks holding figures are data, not scripts);
 # plotly.js sets inline styles on what it draws.
-CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
-       "form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+    "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
 
 _markdown = MarkdownIt("commonmark", {"html": False}).enable("table")
 
@@ -123,37 +173,78 @@ class UI:
         env.filters["sol"] = percent_of_sol
         env.filters["ms"] = duration  # every time on every page: µs below a millisecond, ms above
         env.filters["num"] = number
+        env.filters["times"] = times_in_text
         env.filters["rel"] = relative
         env.filters["when"] = lambda v: (v or "")[:19].replace("T", " ")
-        env.filters["tojson_figure"] = lambda fig: Markup(json.dumps(fig, separators=(",", ":")).replace(
-            "</", "<\\/"))
+        env.filters["readable_json"] = lambda v: json.dumps(readable(v), indent=1, ensure_ascii=False)
+        env.filters["tojson_figure"] = lambda fig: Markup(json.dumps(fig, separators=(",", ":")).replace("</", "<\\/"))
         env.globals["query"] = _query
 
     # -- plumbing -------------------------------------------------------------
 
-    def render(self, request: Request, template: str, data: dict[str, Any],
-               extra: Callable[[], dict[str, Any]] | None = None, status: int = 200) -> Response:
+    def render(
+        self,
+        request: Request,
+        template: str,
+        data: dict[str, Any],
+        extra: Callable[[], dict[str, Any]] | None = None,
+        status: int = 200,
+    ) -> Response:
         """The page's data as JSON, or rendered with ``template`` (plus ``extra()``: figures)."""
         if wants_json(request):
             return JSONResponse(data, status_code=status)
         csrf, new_cookie = web.csrf_token(request)
-        context = {**data, **(extra() if extra else {}), "json_url": _query(request, format="json"), "csrf": csrf,
-                   "curator": getattr(request.state, "curator", None)}
+        context = {
+            **data,
+            **(extra() if extra else {}),
+            "json_url": _query(request, format="json"),
+            "csrf": csrf,
+            "curator": getattr(request.state, "curator", None),
+        }
         response = self.templates.TemplateResponse(request, template, context, status_code=status)
         response.headers["content-security-policy"] = CSP
         if new_cookie:
             response.headers.append("set-cookie", new_cookie)
         return response
 
-    def error(self, request: Request, e: SkillbaseError) -> Response:
-        status = next((code for cls, code in STATUS.items() if isinstance(e, cls)), 500)
-        return self.render(request, "error.html", e.to_dict(), status=status,
-                           extra=lambda: {"title": TITLES.get(status, TITLES[500])})
+    def error(self, request: Request, e: SkillbaseError, status: int | None = None) -> Response:
+        """The site's error page, titled in words (JSON: the error's class, message and hint)."""
+        status = status or next((code for cls, code in STATUS.items() if isinstance(e, cls)), 500)
+        return self.render(
+            request, "error.html", e.to_dict(), status=status, extra=lambda: {"title": TITLES.get(status, TITLES[500])}
+        )
+
+    def failure(self, request: Request, e: Exception) -> Response:
+        """An unexpected exception: logged with its traceback, and the site's error page instead of a bare 500."""
+        log.exception("the UI failed on %s %s", request.method, request.url.path)
+        return self.error(
+            request,
+            SkillbaseError(
+                f"the server could not build this page ({type(e).__name__})",
+                hint="the server's log has the traceback; reload, or report it with the page's address",
+            ),
+        )
 
     async def not_found(self, request: Request, exc: Exception) -> Response:
         """Any path under the UI that is no page: the site's error page (JSON for JSON clients)."""
-        return self.error(request, NotFound(f"no page at {request.url.path}",
-                                            hint="the tasks list, skills and review queue are linked above"))
+        return self.error(
+            request,
+            NotFound(f"no page at {request.url.path}", hint="the tasks list, skills and review queue are linked above"),
+        )
+
+    async def not_allowed(self, request: Request, exc: Exception) -> Response:
+        """A visit to an address that only takes a form (a curation action): the site's error page."""
+        allow = getattr(exc, "headers", None) or {}
+        response = self.error(
+            request,
+            InvalidInput(
+                f"{request.url.path} takes {allow.get('Allow', 'another method')}, not {request.method}",
+                hint="curation actions are taken with the forms on a skill's page or in the review queue",
+            ),
+            status=405,
+        )
+        response.headers.update(allow)
+        return response
 
     def handle(self, fn: Callable[[Request], Response]) -> Callable[[Request], Response]:
         def endpoint(request: Request) -> Response:
@@ -161,6 +252,9 @@ class UI:
                 return fn(request)
             except SkillbaseError as e:
                 return self.error(request, e)
+            except Exception as e:
+                return self.failure(request, e)
+
         endpoint.__name__ = fn.__name__
         return endpoint
 
@@ -204,12 +298,18 @@ class UI:
         name, action = request.path_params["name"], request.path_params["action"]
         form = {k: str(v) for k, v in (await request.form()).items()}
         if not web.check_csrf(request, form):
-            return self.error(request, Forbidden("this form is stale or came from another page",
-                                                 hint="reload the page and take the action again"))
+            return self.error(
+                request,
+                Forbidden(
+                    "this form is stale or came from another page", hint="reload the page and take the action again"
+                ),
+            )
         try:
             done = await anyio.to_thread.run_sync(self._act, name, action, form, _curator(request, form))
         except SkillbaseError as e:
             return self.error(request, e)
+        except Exception as e:
+            return self.failure(request, e)
         if wants_json(request):
             return JSONResponse(done)
         back = "review" if form.get("back") == "review" else "skill"
@@ -223,8 +323,12 @@ class UI:
             return {"skill": s.name, "version": s.version, "message": f"approved {s.name} (version {s.version})"}
         if action in ("deprecate", "reject"):
             reason = _reason(form)
-            s = sb.deprecate_skill(name, author=curator, reason=f"rejected: {reason}" if action == "reject" else reason,
-                                   superseded_by=(form.get("superseded_by") or "").strip() or None)
+            s = sb.deprecate_skill(
+                name,
+                author=curator,
+                reason=f"rejected: {reason}" if action == "reject" else reason,
+                superseded_by=(form.get("superseded_by") or "").strip() or None,
+            )
             verb = "rejected" if action == "reject" else "deprecated"
             return {"skill": s.name, "version": s.version, "message": f"{verb} {s.name} (version {s.version})"}
         if action == "rollback":
@@ -233,16 +337,22 @@ class UI:
             except ValueError:
                 raise InvalidInput("rollback needs the version to return to", hint="pick a version") from None
             s = sb.rollback_skill(name, version, author=curator, reason=_reason(form))
-            return {"skill": s.name, "version": s.version,
-                    "message": f"rolled {s.name} back to version {version} (now version {s.version})"}
+            return {
+                "skill": s.name,
+                "version": s.version,
+                "message": f"rolled {s.name} back to version {version} (now version {s.version})",
+            }
         if action == "merge":
             other = (form.get("other") or "").strip()
             into = (form.get("into") or "").strip() or name
             if not other:
                 raise InvalidInput("merge needs the other skill", hint="pick the skill to merge with")
             r = sb.merge_skills(name, other, into=into, author=curator, reason=_reason(form))
-            return {"skill": r.merged.name, "version": r.merged.version,
-                    "message": f"merged {name} and {other} into {r.merged.name}"}
+            return {
+                "skill": r.merged.name,
+                "version": r.merged.version,
+                "message": f"merged {name} and {other} into {r.merged.name}",
+            }
         raise NotFound(f"no action {action!r}", hint="approve, deprecate, reject, rollback or merge")
 
     # -- assets ---------------------------------------------------------------
@@ -250,8 +360,7 @@ class UI:
     def plotly_js(self, request: Request) -> Response:
         if not PLOTLY_JS.is_file():
             return Response("plotly.min.js is not in the installed plotly package", status_code=404)
-        return FileResponse(PLOTLY_JS, media_type="text/javascript",
-                            headers={"cache-control": "public, max-age=86400"})
+        return FileResponse(PLOTLY_JS, media_type="text/javascript", headers={"cache-control": "public, max-age=86400"})
 
 
 def _warm(sb: SkillBase) -> None:
@@ -297,4 +406,4 @@ def build_app(sb: SkillBase, *, warm: bool = False) -> Starlette:
         Route("/assets/plotly.min.js", ui.plotly_js, name="plotly"),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
-    return Starlette(routes=routes, exception_handlers={404: ui.not_found})
+    return Starlette(routes=routes, exception_handlers={404: ui.not_found, 405: ui.not_allowed})

@@ -50,11 +50,29 @@ def tasks(sb: SkillBase, params: dict[str, str]) -> dict[str, Any]:
     sort = params.get("sort") or "last"
     order = params.get("order") if params.get("order") in ("asc", "desc") else None
     view = sb.views
-    rows, page = paginate(lambda offset, limit: view.task_rows(
-        family=filters["family"], hardware=filters["gpu"], run=filters["run"], name=filters["q"], sort=sort,
-        order=order, offset=offset, limit=limit), params.get("page"), TASKS_PER_PAGE)
-    return {"tasks": rows, "page": page, "filters": filters, "sort": sort, "order": order, "facets": view.facets(),
-            "summary": summary(sb)}
+    rows, page = paginate(
+        lambda offset, limit: view.task_rows(
+            family=filters["family"],
+            hardware=filters["gpu"],
+            run=filters["run"],
+            name=filters["q"],
+            sort=sort,
+            order=order,
+            offset=offset,
+            limit=limit,
+        ),
+        params.get("page"),
+        TASKS_PER_PAGE,
+    )
+    return {
+        "tasks": rows,
+        "page": page,
+        "filters": filters,
+        "sort": sort,
+        "order": order,
+        "facets": view.facets(),
+        "summary": summary(sb),
+    }
 
 
 def summary(sb: SkillBase) -> dict[str, Any]:
@@ -64,9 +82,12 @@ def summary(sb: SkillBase) -> dict[str, Any]:
     figures = view.summary(recent=5)
     best, _ = view.task_rows(sort="eager", limit=3)
     skills = sb.list_skills()
-    return {**figures, "best": [r for r in best if r["best_vs_eager"] is not None],
-            "approved": sum(1 for s in skills if s.status == "approved"),
-            "drafts": sum(1 for s in skills if s.status == "draft")}
+    return {
+        **figures,
+        "best": [r for r in best if r["best_vs_eager"] is not None],
+        "approved": sum(1 for s in skills if s.status == "approved"),
+        "drafts": sum(1 for s in skills if s.status == "draft"),
+    }
 
 
 def task(sb: SkillBase, name: str, params: dict[str, str]) -> dict[str, Any]:
@@ -74,24 +95,41 @@ def task(sb: SkillBase, name: str, params: dict[str, str]) -> dict[str, Any]:
     for the lineage and the plots, and the lessons recorded on it."""
     view = sb.views
     record = view.task_row(name)
-    attempts, page = paginate(lambda offset, limit: view.attempt_rows(task=name, offset=offset, limit=limit),
-                              params.get("page"), ATTEMPTS_PER_PAGE)
+    attempts, page = paginate(
+        lambda offset, limit: view.attempt_rows(task=name, offset=offset, limit=limit),
+        params.get("page"),
+        ATTEMPTS_PER_PAGE,
+    )
     total = page["total"]
     drawn = view.newest_attempt_rows(task=name, limit=LINEAGE_MAX)
-    lessons, lpage = paginate(lambda offset, limit: view.experience_rows(task=name, offset=offset, limit=limit),
-                              params.get("lessons_page"), LESSONS_PER_PAGE)
+    lessons, lpage = paginate(
+        lambda offset, limit: view.experience_rows(task=name, offset=offset, limit=limit),
+        params.get("lessons_page"),
+        LESSONS_PER_PAGE,
+    )
     best = view.best_attempt_row(task=name)
-    return {"task": record, "attempts": attempts, "page": page, "lineage": drawn,
-            "lineage_note": (f"the newest {len(drawn)} of {total} attempts" if total > len(drawn) else
-                             f"all {total} attempts"),
-            "best": best, "lessons": lessons, "lessons_page": lpage}
+    return {
+        "task": record,
+        "attempts": attempts,
+        "page": page,
+        "lineage": drawn,
+        "lineage_note": (
+            f"the newest {len(drawn)} of {total} attempts" if total > len(drawn) else f"all {total} attempts"
+        ),
+        "best": best,
+        "lessons": lessons,
+        "lessons_page": lpage,
+    }
 
 
 def task_figures(data: dict[str, Any], attempt_url: str) -> dict[str, Any]:
     """The task page's three figures, from its data."""
     rows = data["lineage"]
-    return {"lineage": plots.lineage(rows, attempt_url), "speedup": plots.speedup_over_attempts(rows, attempt_url),
-            "roofline": plots.roofline(rows, attempt_url)}
+    return {
+        "lineage": plots.lineage(rows, attempt_url),
+        "speedup": plots.speedup_over_attempts(rows, attempt_url),
+        "roofline": plots.roofline(rows, attempt_url),
+    }
 
 
 # -- attempts -------------------------------------------------------------------
@@ -101,8 +139,17 @@ def diff_lines(old: str, new: str, old_name: str, new_name: str) -> list[dict[st
     """A unified diff as lines tagged add / del / hunk / ctx, for display."""
     out = []
     for line in difflib.unified_diff(old.splitlines(), new.splitlines(), old_name, new_name, lineterm="", n=3):
-        kind = ("hunk" if line.startswith("@@") else "meta" if line.startswith(("---", "+++")) else
-                "add" if line.startswith("+") else "del" if line.startswith("-") else "ctx")
+        kind = (
+            "hunk"
+            if line.startswith("@@")
+            else "meta"
+            if line.startswith(("---", "+++"))
+            else "add"
+            if line.startswith("+")
+            else "del"
+            if line.startswith("-")
+            else "ctx"
+        )
         out.append({"kind": kind, "text": line})
     return out
 
@@ -119,14 +166,23 @@ def attempt(sb: SkillBase, attempt_id: str) -> dict[str, Any]:
             parent = None
     data = {"attempt": _dump(a), "parent": None, "diff": [], "lessons": []}
     if parent is not None:
-        data["parent"] = {"id": parent.id, "verdict": parent.verdict, "median_ms": parent.median_ms,
-                          "techniques": parent.techniques}
+        data["parent"] = {
+            "id": parent.id,
+            "verdict": parent.verdict,
+            "median_ms": parent.median_ms,
+            "techniques": parent.techniques,
+        }
         data["diff"] = diff_lines(parent.source, a.source, parent.id, a.id)
-        if a.median_ms and parent.median_ms and a.verdict == parent.verdict == "correct" \
-                and a.hardware == parent.hardware:
+        if (
+            a.median_ms
+            and parent.median_ms
+            and a.verdict == parent.verdict == "correct"
+            and a.hardware == parent.hardware
+        ):
             data["gain_vs_parent"] = parent.median_ms / a.median_ms
-    data["step_techniques"] = plots.step_techniques({"techniques": a.techniques},
-                                                    {"techniques": parent.techniques} if parent else None)
+    data["step_techniques"] = plots.step_techniques(
+        {"techniques": a.techniques}, {"techniques": parent.techniques} if parent else None
+    )
     return data
 
 
@@ -135,8 +191,12 @@ def attempt(sb: SkillBase, attempt_id: str) -> dict[str, Any]:
 
 def _gains(skill) -> dict[str, Any]:
     gains = [e.gain for e in skill.evidence if e.gain]
-    return {"evidence": len(skill.evidence), "measured": len(gains), "geomean_gain": plots.geomean(gains),
-            "best_gain": max(gains, default=None)}
+    return {
+        "evidence": len(skill.evidence),
+        "measured": len(gains),
+        "geomean_gain": plots.geomean(gains),
+        "best_gain": max(gains, default=None),
+    }
 
 
 def skills(sb: SkillBase, params: dict[str, str]) -> dict[str, Any]:
@@ -147,11 +207,21 @@ def skills(sb: SkillBase, params: dict[str, str]) -> dict[str, Any]:
     rows = []
     for s in sorted(sb.list_skills(status), key=lambda s: s.name):
         gains = _gains(s)
-        rows.append({"name": s.name, "description": s.description, "status": s.status, "version": s.version,
-                     "techniques": s.techniques, "source": s.provenance.source, **gains,
-                     # approved on evidence that measured a slowdown: a curator should look again
-                     "below_1x": s.status == "approved" and gains["geomean_gain"] is not None
-                     and gains["geomean_gain"] < 1.0})
+        rows.append(
+            {
+                "name": s.name,
+                "description": s.description,
+                "status": s.status,
+                "version": s.version,
+                "techniques": s.techniques,
+                "source": s.provenance.source,
+                **gains,
+                # approved on evidence that measured a slowdown: a curator should look again
+                "below_1x": s.status == "approved"
+                and gains["geomean_gain"] is not None
+                and gains["geomean_gain"] < 1.0,
+            }
+        )
     return {"skills": rows, "status": status}
 
 
@@ -164,14 +234,28 @@ def skill(sb: SkillBase, name: str) -> dict[str, Any]:
     versions = []
     for i, v in enumerate(history):
         prev = history[i - 1].version if i else None
-        versions.append({"version": v.version, "status": v.status, "author": v.author, "reason": v.reason,
-                         "created_at": v.created_at.isoformat(),
-                         "diff": diff_lines(texts[prev], texts[v.version], f"v{prev}", f"v{v.version}")
-                         if prev is not None else []})
+        versions.append(
+            {
+                "version": v.version,
+                "status": v.status,
+                "author": v.author,
+                "reason": v.reason,
+                "created_at": v.created_at.isoformat(),
+                "diff": diff_lines(texts[prev], texts[v.version], f"v{prev}", f"v{v.version}")
+                if prev is not None
+                else [],
+            }
+        )
     linked = sb.views.known_attempts([e.attempt_id for e in s.evidence if e.attempt_id])
     others = [o.name for o in sb.list_skills() if o.name != name]
-    return {"skill": _dump(s), "markdown": texts[s.version], "gains": _gains(s), "versions": versions[::-1],
-            "linked_attempts": sorted(linked), "other_skills": others}
+    return {
+        "skill": _dump(s),
+        "markdown": texts[s.version],
+        "gains": _gains(s),
+        "versions": versions[::-1],
+        "linked_attempts": sorted(linked),
+        "other_skills": others,
+    }
 
 
 def review(sb: SkillBase) -> dict[str, Any]:
@@ -183,14 +267,26 @@ def review(sb: SkillBase) -> dict[str, Any]:
     rows = []
     for s in drafts:
         lint = results.get(s.name)
-        near = [{"name": p.b if p.a == s.name else p.a, "score": p.score, "reasons": p.reasons}
-                for p in similar.get(s.name, [])]
-        rows.append({"name": s.name, "description": s.description, "version": s.version, "body": s.body,
-                     "source": s.provenance.source, "author": s.provenance.author,
-                     "from_experiences": s.provenance.from_experiences, "techniques": s.techniques, **_gains(s),
-                     "lint_passed": bool(lint and lint.passed),
-                     "lint": [_dump(i) for i in lint.issues] if lint else [],
-                     "near_duplicates": near})
+        near = [
+            {"name": p.b if p.a == s.name else p.a, "score": p.score, "reasons": p.reasons}
+            for p in similar.get(s.name, [])
+        ]
+        rows.append(
+            {
+                "name": s.name,
+                "description": s.description,
+                "version": s.version,
+                "body": s.body,
+                "source": s.provenance.source,
+                "author": s.provenance.author,
+                "from_experiences": s.provenance.from_experiences,
+                "techniques": s.techniques,
+                **_gains(s),
+                "lint_passed": bool(lint and lint.passed),
+                "lint": [_dump(i) for i in lint.issues] if lint else [],
+                "near_duplicates": near,
+            }
+        )
     return {"drafts": rows}
 
 
@@ -210,6 +306,7 @@ def search(sb: SkillBase, params: dict[str, str]) -> dict[str, Any]:
             raise InvalidInput(f"k must be a whole number, got {params.get('k')!r}") from None
         result = sb.recall(q or None, task=task_name or None, k=max(1, min(k, 50)))
         data["result"] = _dump(result)
-        data["linked_attempts"] = sorted(sb.views.known_attempts(
-            [e.attempt_id for i in result.items for e in i.evidence if e.attempt_id]))
+        data["linked_attempts"] = sorted(
+            sb.views.known_attempts([e.attempt_id for i in result.items for e in i.evidence if e.attempt_id])
+        )
     return data

@@ -16,11 +16,18 @@ from typing import Any
 import networkx as nx
 
 VERDICT_COLORS = {
-    "correct": "#2e7d32", "incorrect": "#c62828", "rejected": "#6a1b9a", "compile_error": "#ef6c00",
-    "runtime_error": "#d84315", "timeout": "#795548", "crashed": "#37474f", "invalid": "#9e9e9e",
+    "correct": "#2e7d32",
+    "incorrect": "#c62828",
+    "rejected": "#6a1b9a",
+    "compile_error": "#ef6c00",
+    "runtime_error": "#d84315",
+    "timeout": "#795548",
+    "crashed": "#37474f",
+    "invalid": "#9e9e9e",
 }
-_LAYOUT = dict(margin=dict(l=50, r=20, t=30, b=45), height=380, template="plotly_white",
-               legend=dict(orientation="h", y=-0.18))
+_LAYOUT = dict(
+    margin=dict(l=50, r=20, t=30, b=45), height=380, template="plotly_white", legend=dict(orientation="h", y=-0.18)
+)
 
 
 def _fig(data: list, **layout: Any) -> dict[str, Any]:
@@ -85,25 +92,50 @@ def lineage(rows: list[dict[str, Any]], attempt_url: str) -> dict[str, Any]:
         label_y.append((y0 + y1) / 2)
         labels.append(", ".join(step_techniques(by_id[b], by_id[a])))
     data: list = [
-        _scatter(x=edge_x, y=edge_y, mode="lines", line=dict(color="#b0bec5", width=1), hoverinfo="skip",
-                   showlegend=False),
-        _scatter(x=label_x, y=label_y, mode="text", text=labels, textfont=dict(size=11, color="#455a64"),
-                   hoverinfo="text", hovertext=labels, showlegend=False, name="techniques"),
+        _scatter(
+            x=edge_x, y=edge_y, mode="lines", line=dict(color="#b0bec5", width=1), hoverinfo="skip", showlegend=False
+        ),
+        _scatter(
+            x=label_x,
+            y=label_y,
+            mode="text",
+            text=labels,
+            textfont=dict(size=11, color="#455a64"),
+            hoverinfo="text",
+            hovertext=labels,
+            showlegend=False,
+            name="techniques",
+        ),
     ]
     for verdict, color in VERDICT_COLORS.items():
         ids = [r["id"] for r in rows if r["verdict"] == verdict]
         if not ids:
             continue
-        data.append(_scatter(
-            x=[pos[i][0] for i in ids], y=[pos[i][1] for i in ids], mode="markers+text", name=verdict,
-            marker=dict(color=color, size=11, line=dict(color="white", width=1)),
-            text=[_label(by_id[i]) for i in ids], textposition="top center", textfont=dict(size=10, color="#263238"),
-            hovertext=[_hover(by_id[i]) for i in ids], hoverinfo="text",
-            customdata=[attempt_url.format(id=i) for i in ids]))
+        data.append(
+            _scatter(
+                x=[pos[i][0] for i in ids],
+                y=[pos[i][1] for i in ids],
+                mode="markers+text",
+                name=verdict,
+                marker=dict(color=color, size=11, line=dict(color="white", width=1)),
+                text=[_label(by_id[i]) for i in ids],
+                textposition="top center",
+                textfont=dict(size=10, color="#263238"),
+                hovertext=[_hover(by_id[i]) for i in ids],
+                hoverinfo="text",
+                customdata=[attempt_url.format(id=i) for i in ids],
+            )
+        )
     # Height follows the widest generation: one line of attempts needs a strip, not 460 px.
     widest = max((sum(1 for d in depth.values() if d == k) for k in set(depth.values())), default=1)
-    return _fig(data, xaxis=dict(visible=False), yaxis=dict(visible=False), height=min(460, 150 + 45 * widest),
-                hovermode="closest", title=dict(text="lineage (left to right: generations)", font=dict(size=13)))
+    return _fig(
+        data,
+        xaxis=dict(visible=False),
+        yaxis=dict(visible=False),
+        height=min(460, 150 + 45 * widest),
+        hovermode="closest",
+        title=dict(text="lineage (left to right: generations)", font=dict(size=13)),
+    )
 
 
 def speedup_over_attempts(rows: list[dict[str, Any]], attempt_url: str) -> dict[str, Any]:
@@ -121,15 +153,27 @@ def speedup_over_attempts(rows: list[dict[str, Any]], attempt_url: str) -> dict[
         best_x.append(n)
         best_y.append(best)
     for hw, pts in series.items():
-        data.append(_scatter(x=[n for n, _ in pts], y=[r["speedup_vs_eager"] for _, r in pts], mode="markers",
-                               name=hw, text=[_hover(r) for _, r in pts], hoverinfo="text",
-                               customdata=[attempt_url.format(id=r["id"]) for _, r in pts]))
+        data.append(
+            _scatter(
+                x=[n for n, _ in pts],
+                y=[r["speedup_vs_eager"] for _, r in pts],
+                mode="markers",
+                name=hw,
+                text=[_hover(r) for _, r in pts],
+                hoverinfo="text",
+                customdata=[attempt_url.format(id=r["id"]) for _, r in pts],
+            )
+        )
     if best_x:
-        data.append(_scatter(x=best_x, y=best_y, mode="lines", line=dict(shape="hv", color="#263238"),
-                               name="best so far"))
+        data.append(
+            _scatter(x=best_x, y=best_y, mode="lines", line=dict(shape="hv", color="#263238"), name="best so far")
+        )
     # Attempts are counted: ticks at whole numbers only (plotly would print 2.5 on a short series).
-    return _fig(data, xaxis=_axis("attempt (in the order made)", tickformat="d", dtick=max(1, len(rows) // 10)),
-                yaxis=_axis("speedup vs eager (x, median device time)", type="log"))
+    return _fig(
+        data,
+        xaxis=_axis("attempt (in the order made)", tickformat="d", dtick=max(1, len(rows) // 10)),
+        yaxis=_axis("speedup vs eager (x, median device time)", type="log"),
+    )
 
 
 def roofline(rows: list[dict[str, Any]], attempt_url: str) -> dict[str, Any]:
@@ -140,22 +184,41 @@ def roofline(rows: list[dict[str, Any]], attempt_url: str) -> dict[str, Any]:
     for verdict, color in VERDICT_COLORS.items():
         mine = [r for r in pts if r["verdict"] == verdict]
         if mine:
-            data.append(_scatter(
-                x=[r["flops"] / r["bytes_moved"] for r in mine], y=[r["achieved_tflops"] for r in mine],
-                mode="markers", name=verdict, marker=dict(color=color, size=8), text=[_hover(r) for r in mine],
-                hoverinfo="text", customdata=[attempt_url.format(id=r["id"]) for r in mine]))
-    roofs = {(r.get("hardware"), r.get("peak_gbps"), r.get("peak_tflops")) for r in pts
-             if r.get("peak_gbps") and r.get("peak_tflops")}
+            data.append(
+                _scatter(
+                    x=[r["flops"] / r["bytes_moved"] for r in mine],
+                    y=[r["achieved_tflops"] for r in mine],
+                    mode="markers",
+                    name=verdict,
+                    marker=dict(color=color, size=8),
+                    text=[_hover(r) for r in mine],
+                    hoverinfo="text",
+                    customdata=[attempt_url.format(id=r["id"]) for r in mine],
+                )
+            )
+    roofs = {
+        (r.get("hardware"), r.get("peak_gbps"), r.get("peak_tflops"))
+        for r in pts
+        if r.get("peak_gbps") and r.get("peak_tflops")
+    }
     if pts:
         lo = min(r["flops"] / r["bytes_moved"] for r in pts) / 4
         hi = max(r["flops"] / r["bytes_moved"] for r in pts) * 4
         for hw, gbps, tflops in sorted(roofs, key=str):
             knee = tflops * 1e3 / gbps  # FLOPs per byte where the bandwidth roof meets the compute roof
             xs = sorted({lo, hi, min(max(knee, lo), hi)})
-            data.append(_scatter(x=xs, y=[min(gbps * x / 1e3, tflops) for x in xs], mode="lines",
-                                   line=dict(dash="dash", width=1), name=f"roof: {hw}"))
-    return _fig(data, xaxis=_axis("arithmetic intensity (FLOP/byte)", type="log"),
-                yaxis=_axis("achieved TFLOP/s", type="log"))
+            data.append(
+                _scatter(
+                    x=xs,
+                    y=[min(gbps * x / 1e3, tflops) for x in xs],
+                    mode="lines",
+                    line=dict(dash="dash", width=1),
+                    name=f"roof: {hw}",
+                )
+            )
+    return _fig(
+        data, xaxis=_axis("arithmetic intensity (FLOP/byte)", type="log"), yaxis=_axis("achieved TFLOP/s", type="log")
+    )
 
 
 def geomean(values: list[float]) -> float | None:

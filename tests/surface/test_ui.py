@@ -4,6 +4,7 @@ through the same operations as the CLI, and reads that do not wait for a writer.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 
@@ -266,3 +267,82 @@ def test_the_review_queue_shows_the_text_near_duplicates_and_holds_approval_whil
     # the twins differ by their names only: each is flagged as looking like the other
     assert "ui-review-twin-b" in [n["name"] for n in drafts["ui-review-twin-a"]["near_duplicates"]]
     assert "looks like" in one and "ui-review-twin-b" in one
+
+
+TIME = re.compile(r"(\d[\d,]*(?:\.\d+)?) (µs|ms)\b")
+
+
+def _timed_over_the_roof(ui_sb):
+    """A correct attempt timed at 1 ms or more that reads above 100% of speed of light (the
+    seeded KernelBench campaign has several)."""
+    rows, _ = ui_sb.views.task_rows(sort="sol", limit=10)
+    for row in rows:
+        for summary in ui_sb.attempt_history(row["task"]):
+            a = ui_sb.get_attempt(summary.id)
+            r = a.bench_report
+            if r and r.verdict == "correct" and r.timing and r.timing.median_ms >= 1 and r.roofline \
+                    and (r.roofline.pct_sol or 0) > 100:
+                return a
+    pytest.fail("no correct attempt of 1 ms or more above 100% of speed of light in the seeded store")
+
+
+def test_an_attempt_report_prints_times_as_its_tables_do_and_marks_sol_above_100(client, ui_sb):
+    from skillbase.ui.app import duration
+
+    a = _timed_over_the_roof(ui_sb)
+    html = client.get(f"/ui/attempts/{a.id}").text
+    report = html.split("<h2>Report</h2>")[1].split("<h2>Diff against its parent</h2>")[0].split("<h2>Source")[0]
+    headline = report.split("</p>")[0]
+    # the stored message says "median 4260.99 µs" for the agent; the page says what its table says
+    assert f"median {duration(a.bench_report.timing.median_ms)}" in headline
+    assert 'class="over" title="above the measured bandwidth roof' in headline
+    for value, unit in TIME.findall(report):  # one rule everywhere: µs below a millisecond, ms above
+        v = float(value.replace(",", ""))
+        assert v < 999.5 if unit == "µs" else v >= 0.9995, (value, unit)
+
+
+def test_an_attempt_page_prints_no_raw_float_and_no_unmeasured_interval(client, ui_sb):
+    from skillbase.models import CompileReport, new_id
+
+    a = _timed_over_the_roof(ui_sb)
+    r = a.bench_report
+    odd = a.model_copy(update={
+        "id": new_id("att"),
+        "compile_report": CompileReport(ok=True, language="triton", arch="sm_90", duration_s=3.2417502403259277),
+        # identical order statistics around the median: no interval was measured
+        "bench_report": r.model_copy(update={"timing": r.timing.model_copy(update={"ci_rel": 0.0})})})
+    ui_sb.memory.record_attempt(odd)
+    html = client.get(f"/ui/attempts/{odd.id}").text
+    assert "3.2417502403259277" not in html and "duration_s&#34;: 3.242" in html
+    assert "95% CI of the median" not in html and "±0" not in html and "±—" not in html
+
+
+def test_tiny_times_and_spreads_keep_their_digits():
+    from skillbase.ui.app import duration, readable, relative, times_in_text
+
+    assert duration(0.0000004) == "0.0004 µs" and duration(0.00042) == "0.42 µs"  # not "0.00 µs"
+    assert duration(0.9999) == "0.9999 ms" and duration(1_234_567.0) == "1,235 s"  # not "1e+03 µs", "1.23e+03 s"
+    assert relative(1e-7) == "<0.01%" and relative(0.0) == "0%"  # not "1e-05%"
+    # the toolchain's text, as the tables print times
+    assert times_in_text("median 3294.66 µs >= floor 2892.60 µs") == "median 3.295 ms >= floor 2.893 ms"
+    assert times_in_text("IQR 812.25-815.5 µs; predicted 3.0-3.2 ms, 0.34 ms") == \
+        "IQR 812–816 µs; predicted 3–3.2 ms, 340 µs"
+    assert times_in_text("sm_90, 64 x 81, 1.5x") == "sm_90, 64 x 81, 1.5x"
+    assert readable({"s": 3.2417502403259277, "xs": [5.960464477539063e-08, 2], "ok": True}) == {
+        "s": 3.242, "xs": [5.96e-08, 2], "ok": True}
+
+
+def test_an_action_address_visited_and_a_failing_page_get_the_site_error_page(client, monkeypatch):
+    visit = client.get("/ui/skills/online-softmax-one-pass/approve")
+    assert visit.status_code == 405 and visit.headers["allow"] == "POST"
+    assert "<h1>Not a page to open</h1>" in visit.text and '/ui/tasks">' in visit.text
+    assert client.get("/ui/skills/online-softmax-one-pass/approve?format=json").json()["error"] == "InvalidInput"
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug on the skills page")
+
+    monkeypatch.setattr("skillbase.ui.pages.skills", broken)
+    failed = client.get("/ui/skills")
+    assert failed.status_code == 500 and "<h1>Something went wrong</h1>" in failed.text
+    assert '/ui/review">' in failed.text and "a bug on the skills page" not in failed.text  # the log has it
+    assert set(client.get("/ui/skills?format=json").json()) == {"error", "message", "hint"}
